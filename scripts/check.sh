@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Every test of container-mcp, in one run:
+#   1. build, unit and native tests (meson test)
+#   2. end-to-end tests with the official MCP SDK client over stdio, HTTP, SSE, Unix socket
+#   3. the same unit and end-to-end tests on an ASan+UBSan build (LeakSanitizer on)
+#   4. the unit tests under valgrind
+#   5. the libFuzzer targets, briefly, from their seed corpora
+# and a closing "N passed, N failed" line over all of them.
+#
+#   scripts/check.sh              everything
+#   CHECK_QUICK=1 scripts/check.sh   skip valgrind and fuzzing
+set -uo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+
+scripts/deps.sh --test || exit 1
+
+passed=0 failed=0 skipped=0
+failures=()
+
+note() { printf '\n== %s\n' "$*"; }
+
+# Count meson's results from its JSON test log.
+count_meson() {
+        local log=$1 label=$2 r
+        [[ -f $log ]] || { failed=$((failed + 1)); failures+=("$label: no test log"); return; }
+        while read -r r name; do
+                case $r in
+                OK | EXPECTEDFAIL) passed=$((passed + 1)) ;;
+                SKIP) skipped=$((skipped + 1)) ;;
+                *) failed=$((failed + 1)); failures+=("$label: $name ($r)") ;;
+                esac
+        done < <(python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    print(t["result"], t["name"])' "$log")
+}
+
+# Count node --test results from its summary lines.
+count_node() {
+        local out=$1 label=$2 p f s
+        p=$(grep -E '^# pass [0-9]+' "$out" | tail -1 | awk '{print $3}')
+        f=$(grep -E '^# fail [0-9]+' "$out" | tail -1 | awk '{print $3}')
+        s=$(grep -E '^# skipped [0-9]+' "$out" | tail -1 | awk '{print $3}')
+        if [[ -z $p ]]; then
+                failed=$((failed + 1)); failures+=("$label: the suite did not run to its summary")
+                return
+        fi
+        passed=$((passed + p)); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+        [[ ${f:-0} -gt 0 ]] && failures+=("$label: $f failed (see above)")
+}
+
+build() { # dir, meson args...
+        local dir=$1; shift
+        if [[ ! -f $dir/build.ninja ]]; then
+                meson setup "$dir" "$@" >/dev/null || return 1
+        fi
+        ninja -C "$dir" >/dev/null || ninja -C "$dir"
+}
+
+run_meson_tests() { # dir, label, extra meson test args...
+        local dir=$1 label=$2; shift 2
+        rm -f "$dir/meson-logs/testlog.json"
+        meson test -C "$dir" --print-errorlogs "$@"
+        count_meson "$dir/meson-logs/testlog.json" "$label"
+}
+
+run_e2e() { # binary, label
+        local out
+        out=$(mktemp)
+        CONTAINER_MCP_BIN=$1 tests/e2e/run.sh 2>&1 | tee "$out"
+        count_node "$out" "$2"
+        rm -f "$out"
+}
+
+note "build"
+if ! build build; then
+        echo "0 passed, 1 failed"
+        exit 1
+fi
+
+note "unit and native tests"
+run_meson_tests build unit
+
+note "end-to-end (official MCP SDK client)"
+run_e2e "$top/build/container-mcp" e2e
+
+note "sanitizers (ASan + UBSan)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug; then
+        run_meson_tests build-asan unit-asan --suite unit
+        run_e2e "$top/build-asan/container-mcp" e2e-asan
+else
+        failed=$((failed + 1)); failures+=("asan build")
+fi
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+if [[ -z ${CHECK_QUICK:-} ]]; then
+        note "valgrind (unit tests)"
+        run_meson_tests build unit-valgrind --suite unit \
+                --wrapper 'valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect' \
+                --timeout-multiplier 10
+
+        note "fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target)"
+        if CC=clang build build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false; then
+                for f in build-fuzz/tests/fuzz_*; do
+                        [[ -x $f ]] || continue
+                        name=${f##*/}
+                        corpus=tests/fuzz/corpus/${name#fuzz_}
+                        work=$(mktemp -d)
+                        [[ -d $corpus ]] && cp -r "$corpus"/. "$work"/
+                        if "$f" -max_total_time="${FUZZ_SECONDS:-20}" -max_len=65536 -rss_limit_mb=1024 \
+                                -print_final_stats=0 "$work" >"$work.log" 2>&1; then
+                                passed=$((passed + 1)); echo "$name: ok ($(grep -c . "$work.log") log lines)"
+                        else
+                                failed=$((failed + 1)); failures+=("$name: crashed, see below")
+                                tail -40 "$work.log"
+                        fi
+                        rm -rf "$work" "$work.log"
+                done
+        else
+                failed=$((failed + 1)); failures+=("fuzz build")
+        fi
+fi
+
+note "summary"
+for f in "${failures[@]}"; do echo "FAILED: $f"; done
+echo "$passed passed, $failed failed, $skipped skipped"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,52 @@
+#include "backend/backend.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/docker/docker.h"
+#include "backend/native/native.h"
+
+static cm_backend *open_native(void) { return cm_native_open(); }
+static cm_backend *open_docker(void) { return cm_docker_open(); }
+
+static const cm_backend_entry native_entry = {
+        "native", "built-in Linux runtime: namespaces, cgroups, seccomp; no daemon", open_native};
+static const cm_backend_entry docker_entry = {
+        "docker", "Docker Engine API (Docker or Podman) over a Unix socket", open_docker};
+
+const cm_backend_entry *const cm_backends[] = {&native_entry, &docker_entry, NULL};
+
+const cm_backend_entry *cm_backend_find(const char *name) {
+        for (size_t i = 0; name && cm_backends[i]; i++)
+                if (strcmp(cm_backends[i]->name, name) == 0)
+                        return cm_backends[i];
+        return NULL;
+}
+
+bool cm_cancelled(const cm_cancel *c) {
+        struct pollfd p;
+        if (!c || c->fd < 0)
+                return false;
+        p = (struct pollfd){c->fd, POLLIN, 0};
+        return poll(&p, 1, 0) > 0;
+}
+
+void cm_exec_result_clear(cm_exec_result *r) {
+        free(r->out);
+        free(r->err);
+        memset(r, 0, sizeof *r);
+}
+
+void cm_container_info_clear(cm_container_info *c) {
+        free(c->id);
+        free(c->name);
+        free(c->image);
+        free(c->state);
+        for (size_t i = 0; i < c->n_labels; i++) {
+                free((char *)c->labels[i].key);
+                free((char *)c->labels[i].value);
+        }
+        free(c->labels);
+        memset(c, 0, sizeof *c);
+}

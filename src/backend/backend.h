@@ -1,0 +1,164 @@
+/* The one interface every container engine implements (DESIGN §3).
+ *
+ * A backend is a table of functions over plain C structs.  It knows nothing of
+ * MCP: tools validate and apply policy, then call these.  Every fallible
+ * operation returns < 0 and fills `err` with a message an agent can act on.
+ * Operations that may take long take a `cm_cancel` so a cancelled tools/call
+ * stops them. */
+#ifndef CM_BACKEND_H
+#define CM_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+/* Cancellation seen from below the MCP layer: an fd that turns readable when
+ * the caller gives up (-1: never). */
+typedef struct cm_cancel {
+        int fd;
+} cm_cancel;
+
+bool cm_cancelled(const cm_cancel *c);
+
+typedef struct cm_kv {
+        const char *key;
+        const char *value;
+} cm_kv;
+
+typedef struct cm_mount {
+        const char *source; /* host path, canonicalised and allowed by policy */
+        const char *target; /* absolute path in the container */
+        bool readonly;
+} cm_mount;
+
+typedef struct cm_port {
+        uint16_t host_port; /* on 127.0.0.1; 0 = pick one */
+        uint16_t container_port;
+        const char *protocol; /* "tcp" or "udp" */
+} cm_port;
+
+typedef struct cm_run_spec {
+        const char *image;
+        const char *name;      /* NULL: generated */
+        char *const *argv;     /* NULL: the image's default */
+        size_t argc;
+        const cm_kv *env;
+        size_t n_env;
+        const char *workdir;
+        const cm_kv *labels;
+        size_t n_labels;
+        double cpus;           /* 0: no limit */
+        int64_t memory_bytes;  /* 0: no limit */
+        int64_t pids;          /* 0: no limit */
+        int64_t tmpfs_bytes;   /* size of /tmp; 0: backend default */
+        int64_t timeout_ms;    /* for wait; 0: none */
+        bool network;
+        const cm_port *ports;
+        size_t n_ports;
+        const cm_mount *mounts;
+        size_t n_mounts;
+        bool readonly_rootfs;
+        size_t output_cap;     /* bytes per stream for wait/exec; 0: 1 MiB */
+} cm_run_spec;
+
+typedef struct cm_exec_spec {
+        char *const *argv;
+        size_t argc;
+        const cm_kv *env;
+        size_t n_env;
+        const char *workdir;
+        const char *stdin_data;
+        size_t stdin_len;
+        int64_t timeout_ms;
+        size_t output_cap;
+} cm_exec_spec;
+
+/* Result of run-to-completion and exec. */
+typedef struct cm_exec_result {
+        int exit_code;       /* 128+signal when killed by a signal */
+        char *out;           /* owned, NUL-terminated */
+        size_t out_len;
+        char *err;
+        size_t err_len;
+        bool truncated;      /* some output was cut at the cap */
+        bool timed_out;
+        int64_t duration_ms;
+} cm_exec_result;
+
+void cm_exec_result_clear(cm_exec_result *r);
+
+typedef struct cm_container_info {
+        char *id;
+        char *name;
+        char *image;
+        char *state;        /* created | running | exited | dead */
+        int exit_code;
+        int64_t created_at; /* unix seconds */
+        cm_kv *labels;      /* owned strings */
+        size_t n_labels;
+} cm_container_info;
+
+void cm_container_info_clear(cm_container_info *c);
+
+typedef struct cm_stats {
+        uint64_t cpu_usec;
+        uint64_t memory_bytes;
+        uint64_t memory_peak_bytes;
+        uint64_t memory_limit_bytes;
+        uint64_t pids;
+        uint64_t io_read_bytes;
+        uint64_t io_write_bytes;
+} cm_stats;
+
+/* What status() reports about one backend. */
+typedef struct cm_backend_status {
+        bool available;
+        char version[128];
+        char reason[512];   /* why not available */
+        char fix[512];      /* what to do about it */
+        char details[1024]; /* JSON object text with capabilities, or "" */
+} cm_backend_status;
+
+typedef struct cm_backend cm_backend;
+
+typedef struct cm_backend_ops {
+        const char *name;
+        /* Fill *ret; never fails: unavailability is a status, not an error. */
+        void (*status)(cm_backend *b, cm_backend_status *ret);
+        /* Create and start; *ret_id is owned by the caller. */
+        int (*run)(cm_backend *b, const cm_run_spec *spec, char **ret_id, cm_err *err);
+        /* Create, start, wait for exit, collect output, remove. */
+        int (*run_wait)(cm_backend *b, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
+                        cm_err *err);
+        int (*exec)(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_cancel *cancel,
+                    cm_exec_result *ret, cm_err *err);
+        int (*list)(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err);
+        int (*inspect)(cm_backend *b, const char *id, char **ret_json, cm_err *err);
+        int (*logs)(cm_backend *b, const char *id, size_t tail, char **ret, size_t *ret_len, cm_err *err);
+        int (*stats)(cm_backend *b, const char *id, cm_stats *ret, cm_err *err);
+        int (*stop)(cm_backend *b, const char *id, int grace_sec, cm_err *err);
+        int (*remove)(cm_backend *b, const char *id, bool force, cm_err *err);
+        void (*free)(cm_backend *b);
+} cm_backend_ops;
+
+struct cm_backend {
+        const cm_backend_ops *ops;
+        void *priv;
+};
+
+/* The registry: every backend compiled in, in order of preference. */
+typedef struct cm_backend_entry {
+        const char *name;
+        const char *summary;
+        /* Build the backend; never fails (an unavailable engine reports so in
+         * status()). */
+        cm_backend *(*open)(void);
+} cm_backend_entry;
+
+extern const cm_backend_entry *const cm_backends[];
+
+const cm_backend_entry *cm_backend_find(const char *name);
+
+#endif

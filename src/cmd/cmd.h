@@ -1,0 +1,17 @@
+/* Subcommands: one small file each, dispatched from the table in main.c. */
+#ifndef CM_CMD_H
+#define CM_CMD_H
+
+typedef struct cm_command {
+        const char *name;
+        const char *summary;
+        int (*run)(int argc, char **argv); /* argv[0] is the subcommand */
+} cm_command;
+
+int cmd_serve(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+
+/* Shared by subcommands: report a usage error the way every one does. */
+int cmd_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

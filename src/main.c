@@ -1,0 +1,59 @@
+/* container-mcp: disposable, isolated containers for AI agents over MCP.
+ * This file only dispatches to a subcommand; everything else is a library. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "config.h"
+
+static const cm_command commands[] = {
+        {"serve", "serve MCP over stdio (default), Streamable HTTP, or a Unix socket", cmd_serve},
+        {"status", "print which backends work here, and the active policy, as JSON", cmd_status},
+};
+
+static void usage(FILE *f) {
+        fprintf(f, "container-mcp %s: disposable, isolated containers for AI agents, over MCP\n\n"
+                   "Usage: container-mcp [COMMAND] [OPTIONS]\n\nCommands:\n", CM_VERSION);
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+                fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "\nWith no command, or with only options, container-mcp serves MCP on stdin/stdout.\n"
+                   "`container-mcp COMMAND --help` explains a command.\n\n"
+                   "  -h, --help     show this help\n"
+                   "  -V, --version  show the version\n");
+}
+
+int cmd_usage_error(const char *cmd, const char *fmt, ...) {
+        va_list ap;
+        fprintf(stderr, "container-mcp %s: ", cmd);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "\nTry `container-mcp %s --help`.\n", cmd);
+        return 2;
+}
+
+int main(int argc, char **argv) {
+        static char serve[] = "serve";
+        if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                          strcmp(argv[1], "help") == 0)) {
+                usage(stdout);
+                return 0;
+        }
+        if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0 ||
+                          strcmp(argv[1], "version") == 0)) {
+                printf("container-mcp %s\n", CM_VERSION);
+                return 0;
+        }
+        if (argc < 2 || argv[1][0] == '-') {
+                /* No command: serve, with whatever options were given. */
+                argv[0] = serve;
+                return cmd_serve(argc, argv);
+        }
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+                if (strcmp(argv[1], commands[i].name) == 0)
+                        return commands[i].run(argc - 1, argv + 1);
+        fprintf(stderr, "container-mcp: unknown command \"%s\"\n\n", argv[1]);
+        usage(stderr);
+        return 2;
+}

@@ -1,0 +1,66 @@
+/* Shared between the files of the MCP layer only. */
+#ifndef CM_MCP_INTERNAL_H
+#define CM_MCP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "mcp/mcp.h"
+
+typedef struct reg_tool {
+        const mcp_tool *tool;
+        json_t *input;   /* parsed inputSchema */
+        json_t *output;  /* parsed outputSchema or NULL */
+        json_t *listing; /* the tools/list entry, built once */
+} reg_tool;
+
+struct mcp_server {
+        char *name, *version, *instructions;
+        unsigned page_size;
+        size_t max_message;
+        void *userdata;
+        reg_tool *tools;
+        size_t n_tools;
+};
+
+struct mcp_call {
+        mcp_session *session;
+        json_t *id;             /* the request id */
+        json_t *progress_token; /* or NULL */
+        mcp_sink *out;
+        atomic_bool cancelled;
+        int cancel_fd;          /* eventfd, created on demand; -1 */
+        struct mcp_call *next;
+};
+
+enum session_state { SESSION_NEW, SESSION_INITIALIZING, SESSION_READY };
+
+struct mcp_session {
+        mcp_server *srv;
+        atomic_int refs;
+        pthread_mutex_t lock;
+        char id[33];
+        enum session_state state;
+        char version[16];
+        char *client_name;
+        char *client_version;
+        atomic_int log_level; /* index into log_levels */
+        mcp_sink *notify;
+        struct mcp_call *calls; /* in flight, under lock */
+};
+
+/* jsonrpc.c */
+void mcp_send(mcp_sink *out, json_t *msg); /* steals msg */
+void mcp_send_result(mcp_sink *out, const json_t *id, json_t *result); /* steals result */
+int mcp_log_level_index(const char *name);
+extern const char *const mcp_log_levels[];
+
+/* server.c: the methods that only need the server */
+json_t *mcp_server_list_tools(mcp_server *srv, const json_t *params, int *ret_code, char **ret_msg);
+const reg_tool *mcp_server_find_tool(mcp_server *srv, const char *name);
+json_t *mcp_server_call_tool(mcp_server *srv, const reg_tool *t, mcp_call *call, json_t *args);
+
+/* session.c */
+void mcp_call_mark_cancelled(mcp_call *c);
+
+#endif

@@ -1,0 +1,395 @@
+/* A session: one client's state (negotiated version, log level, calls in
+ * flight) and the dispatch of its messages. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "mcp/internal.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+
+#define DEFAULT_LOG_LEVEL 1 /* info */
+
+static void random_hex(char *out, size_t bytes) {
+        unsigned char raw[32];
+        static const char hex[] = "0123456789abcdef";
+        ssize_t n = 0;
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+                n = read(fd, raw, bytes);
+                (void)close(fd);
+        }
+        if (n != (ssize_t)bytes)
+                abort(); /* a guessable session id is worse than no server */
+        for (size_t i = 0; i < bytes; i++) {
+                out[2 * i] = hex[raw[i] >> 4];
+                out[2 * i + 1] = hex[raw[i] & 15];
+        }
+        out[2 * bytes] = 0;
+}
+
+mcp_session *mcp_session_new(mcp_server *srv, mcp_sink *notify) {
+        mcp_session *s = xcalloc(1, sizeof *s);
+        s->srv = srv;
+        atomic_init(&s->refs, 1);
+        atomic_init(&s->log_level, DEFAULT_LOG_LEVEL);
+        (void)pthread_mutex_init(&s->lock, NULL);
+        random_hex(s->id, 16);
+        s->notify = notify;
+        mcp_sink_ref(notify);
+        return s;
+}
+
+void mcp_session_ref(mcp_session *s) { atomic_fetch_add(&s->refs, 1); }
+
+void mcp_session_unref(mcp_session *s) {
+        if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+                return;
+        /* Calls hold a reference, so none is in flight here. */
+        mcp_sink_unref(s->notify);
+        (void)pthread_mutex_destroy(&s->lock);
+        free(s->client_name);
+        free(s->client_version);
+        free(s);
+}
+
+void mcp_session_set_notify(mcp_session *s, mcp_sink *notify) {
+        mcp_sink *old;
+        mcp_sink_ref(notify);
+        (void)pthread_mutex_lock(&s->lock);
+        old = s->notify;
+        s->notify = notify;
+        (void)pthread_mutex_unlock(&s->lock);
+        mcp_sink_unref(old);
+}
+
+const char *mcp_session_id(const mcp_session *s) { return s->id; }
+
+const char *mcp_session_version(mcp_session *s) { return s->state == SESSION_NEW ? NULL : s->version; }
+
+const char *mcp_session_client(mcp_session *s) { return s->client_name ? s->client_name : "unknown"; }
+
+bool mcp_session_initialized(mcp_session *s) { return s->state != SESSION_NEW; }
+
+/* ---- calls in flight ---------------------------------------------------- */
+
+void mcp_call_mark_cancelled(mcp_call *c) {
+        uint64_t one = 1;
+        if (atomic_exchange(&c->cancelled, true))
+                return;
+        if (c->cancel_fd >= 0)
+                (void)!write(c->cancel_fd, &one, sizeof one);
+}
+
+void mcp_session_cancel_all(mcp_session *s) {
+        (void)pthread_mutex_lock(&s->lock);
+        for (mcp_call *c = s->calls; c; c = c->next)
+                mcp_call_mark_cancelled(c);
+        (void)pthread_mutex_unlock(&s->lock);
+}
+
+static void cancel_by_id(mcp_session *s, const json_t *id) {
+        (void)pthread_mutex_lock(&s->lock);
+        for (mcp_call *c = s->calls; c; c = c->next)
+                if (json_equal(c->id, id))
+                        mcp_call_mark_cancelled(c);
+        (void)pthread_mutex_unlock(&s->lock);
+}
+
+static void call_begin(mcp_call *c, mcp_session *s, const json_t *req, mcp_sink *out) {
+        memset(c, 0, sizeof *c);
+        c->session = s;
+        c->id = json_incref(json_object_get(req, "id"));
+        c->progress_token = json_incref((json_t *)mcp_message_progress_token(req));
+        c->out = out;
+        c->cancel_fd = -1;
+        atomic_init(&c->cancelled, false);
+        mcp_session_ref(s);
+        (void)pthread_mutex_lock(&s->lock);
+        c->next = s->calls;
+        s->calls = c;
+        (void)pthread_mutex_unlock(&s->lock);
+}
+
+static void call_end(mcp_call *c) {
+        mcp_session *s = c->session;
+        (void)pthread_mutex_lock(&s->lock);
+        for (mcp_call **p = &s->calls; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        (void)pthread_mutex_unlock(&s->lock);
+        if (c->cancel_fd >= 0)
+                (void)close(c->cancel_fd);
+        json_decref(c->id);
+        json_decref(c->progress_token);
+        mcp_session_unref(s);
+}
+
+mcp_session *mcp_call_session(mcp_call *c) { return c->session; }
+mcp_server *mcp_call_server(mcp_call *c) { return c->session->srv; }
+bool mcp_call_cancelled(mcp_call *c) { return atomic_load(&c->cancelled); }
+
+int mcp_call_cancel_fd(mcp_call *c) {
+        mcp_session *s = c->session;
+        (void)pthread_mutex_lock(&s->lock);
+        if (c->cancel_fd < 0) {
+                c->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+                if (c->cancel_fd >= 0 && atomic_load(&c->cancelled)) {
+                        uint64_t one = 1;
+                        (void)!write(c->cancel_fd, &one, sizeof one);
+                }
+        }
+        (void)pthread_mutex_unlock(&s->lock);
+        return c->cancel_fd;
+}
+
+/* A notification that belongs to this call travels with its reply. */
+static void call_notify(mcp_call *c, json_t *msg) {
+        cleanup_free char *text = cm_json_dump(msg);
+        json_decref(msg);
+        if (c->out->send(c->out, text, strlen(text)) < 0)
+                mcp_call_mark_cancelled(c); /* the peer is gone: stop working for it */
+}
+
+void mcp_call_progress(mcp_call *c, double progress, double total, const char *message) {
+        json_t *params;
+        if (!c->progress_token || mcp_call_cancelled(c))
+                return;
+        params = json_pack("{s:O, s:f}", "progressToken", c->progress_token, "progress", progress);
+        if (total > 0)
+                json_object_set_new(params, "total", json_real(total));
+        if (message)
+                json_object_set_new(params, "message", json_string(message));
+        call_notify(c, json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", "notifications/progress", "params",
+                                 params));
+}
+
+void mcp_call_log(mcp_call *c, const char *level, const char *fmt, ...) {
+        char text[2048];
+        va_list ap;
+        int idx = mcp_log_level_index(level);
+        if (idx < atomic_load(&c->session->log_level))
+                return;
+        va_start(ap, fmt);
+        (void)vsnprintf(text, sizeof text, fmt, ap);
+        va_end(ap);
+        call_notify(c, json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "jsonrpc", "2.0", "method",
+                                 "notifications/message", "params", "level", level, "logger", "container-mcp",
+                                 "data", text));
+}
+
+/* ---- methods ------------------------------------------------------------ */
+
+typedef struct reply {
+        json_t *result; /* or */
+        int code;
+        char *msg;
+} reply;
+
+static void fail(reply *r, int code, char *msg) {
+        r->code = code;
+        r->msg = msg;
+}
+
+static void do_initialize(mcp_session *s, const json_t *params, reply *r) {
+        const char *asked = cm_json_str(params, "protocolVersion");
+        const json_t *info = json_object_get(params, "clientInfo");
+        const char *version;
+
+        if (!json_is_object(params) || !asked)
+                return fail(r, MCP_INVALID_PARAMS,
+                            xstrdup("initialize: params.protocolVersion (string) is required, e.g. \"" MCP_LATEST_VERSION
+                                    "\""));
+        if (info && !json_is_object(info))
+                return fail(r, MCP_INVALID_PARAMS, xstrdup("initialize: params.clientInfo must be an object"));
+        /* The spec's rule: the client's version when we speak it, else our latest. */
+        version = mcp_version_supported(asked) ? asked : MCP_LATEST_VERSION;
+
+        (void)pthread_mutex_lock(&s->lock);
+        if (s->state != SESSION_NEW) {
+                (void)pthread_mutex_unlock(&s->lock);
+                return fail(r, MCP_INVALID_REQUEST,
+                            xstrdup("initialize: this session is already initialized; start a new session to "
+                                    "initialize again"));
+        }
+        (void)snprintf(s->version, sizeof s->version, "%s", version);
+        s->client_name = xstrdup(cm_json_str(info, "name") ? cm_json_str(info, "name") : "unknown");
+        s->client_version = xstrdup(cm_json_str(info, "version") ? cm_json_str(info, "version") : "");
+        s->state = SESSION_INITIALIZING;
+        (void)pthread_mutex_unlock(&s->lock);
+
+        r->result = json_pack("{s:s, s:{s:{s:b}, s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
+                              "capabilities", "tools", "listChanged", 0, "logging", "serverInfo", "name",
+                              s->srv->name, "title", "container-mcp: disposable containers for agents", "version",
+                              s->srv->version, "instructions", s->srv->instructions);
+}
+
+static void do_set_level(mcp_session *s, const json_t *params, reply *r) {
+        int idx = mcp_log_level_index(cm_json_str(params, "level"));
+        if (idx < 0)
+                return fail(r, MCP_INVALID_PARAMS,
+                            xstrdup("logging/setLevel: params.level must be one of debug, info, notice, warning, "
+                                    "error, critical, alert, emergency"));
+        atomic_store(&s->log_level, idx);
+        r->result = json_object();
+}
+
+static void do_call(mcp_session *s, const json_t *req, const json_t *params, mcp_sink *out, reply *r) {
+        const json_t *name = json_object_get(params, "name");
+        json_t *args = json_object_get(params, "arguments");
+        cleanup_json json_t *empty = NULL;
+        const reg_tool *t;
+        mcp_call call;
+
+        if (!json_is_object(params) || !json_is_string(name))
+                return fail(r, MCP_INVALID_PARAMS, xstrdup("tools/call: params.name (string) is required"));
+        t = mcp_server_find_tool(s->srv, json_string_value(name));
+        if (!t)
+                return fail(r, MCP_INVALID_PARAMS,
+                            xasprintf("tools/call: unknown tool \"%s\"; call tools/list for the tools this server "
+                                      "has",
+                                      json_string_value(name)));
+        if (!args || json_is_null(args))
+                args = empty = json_object();
+
+        call_begin(&call, s, req, out);
+        r->result = mcp_server_call_tool(s->srv, t, &call, args);
+        if (mcp_call_cancelled(&call)) {
+                /* The client gave up on this id: the spec says send nothing. */
+                json_decref(r->result);
+                r->result = NULL;
+                r->code = MCP_REQUEST_CANCELLED; /* marks "no reply" */
+        }
+        call_end(&call);
+}
+
+static bool needs_init(const char *method) {
+        return strcmp(method, "initialize") != 0 && strcmp(method, "ping") != 0;
+}
+
+static void dispatch(mcp_session *s, const json_t *req, const char *method, const json_t *params, mcp_sink *out,
+                     reply *r) {
+        if (needs_init(method) && s->state == SESSION_NEW)
+                return fail(r, MCP_INVALID_REQUEST,
+                            xasprintf("%s: the session is not initialized; send initialize first", method));
+        if (strcmp(method, "initialize") == 0)
+                return do_initialize(s, params, r);
+        if (strcmp(method, "ping") == 0) {
+                r->result = json_object();
+                return;
+        }
+        if (strcmp(method, "tools/list") == 0) {
+                r->result = mcp_server_list_tools(s->srv, params, &r->code, &r->msg);
+                return;
+        }
+        if (strcmp(method, "tools/call") == 0)
+                return do_call(s, req, params, out, r);
+        if (strcmp(method, "logging/setLevel") == 0)
+                return do_set_level(s, params, r);
+        fail(r, MCP_METHOD_NOT_FOUND,
+             xasprintf("unknown method \"%s\"; this server offers initialize, ping, tools/list, tools/call and "
+                       "logging/setLevel",
+                       method));
+}
+
+static void handle_notification(mcp_session *s, const char *method, const json_t *params) {
+        if (strcmp(method, "notifications/initialized") == 0) {
+                (void)pthread_mutex_lock(&s->lock);
+                if (s->state == SESSION_INITIALIZING)
+                        s->state = SESSION_READY;
+                (void)pthread_mutex_unlock(&s->lock);
+        } else if (strcmp(method, "notifications/cancelled") == 0) {
+                const json_t *id = json_object_get(params, "requestId");
+                if (id)
+                        cancel_by_id(s, id);
+        }
+        /* Other notifications (roots/list_changed, progress...) need nothing. */
+}
+
+static bool valid_id(const json_t *id) { return json_is_string(id) || json_is_number(id); }
+
+/* One message that is not a batch.  Replies are appended to `replies` when it
+ * is non-NULL (inside a batch), else sent to `out`. */
+static void handle_one(mcp_session *s, const json_t *m, mcp_sink *out, json_t *replies) {
+        const json_t *id = json_object_get(m, "id");
+        const json_t *method = json_object_get(m, "method");
+        const json_t *params = json_object_get(m, "params");
+        const char *jv = cm_json_str(m, "jsonrpc");
+        reply r = {NULL, 0, NULL};
+        json_t *msg;
+
+        if (!json_is_object(m))
+                fail(&r, MCP_INVALID_REQUEST, xasprintf("invalid request: expected a JSON-RPC object, got %s",
+                                                        cm_json_type_name(m)));
+        else if (!jv || strcmp(jv, "2.0") != 0)
+                fail(&r, MCP_INVALID_REQUEST, xstrdup("invalid request: \"jsonrpc\" must be \"2.0\""));
+        else if (!method && (json_object_get(m, "result") || json_object_get(m, "error")) && id)
+                return; /* a response to a request we never send: ignore */
+        else if (!json_is_string(method))
+                fail(&r, MCP_INVALID_REQUEST, xstrdup("invalid request: \"method\" (string) is required"));
+        else if (!id)
+                return handle_notification(s, json_string_value(method), params);
+        else if (params && !json_is_object(params))
+                fail(&r, MCP_INVALID_PARAMS, xasprintf("%s: params must be an object, got %s",
+                                                       json_string_value(method), cm_json_type_name(params)));
+        else if (!valid_id(id))
+                fail(&r, MCP_INVALID_REQUEST, xstrdup("invalid request: \"id\" must be a string or a number"));
+        else
+                dispatch(s, m, json_string_value(method), params, out, &r);
+
+        if (!valid_id(id))
+                id = NULL;
+        if (r.result)
+                msg = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result", r.result);
+        else if (r.code == MCP_REQUEST_CANCELLED && !r.msg)
+                return;
+        else
+                msg = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error",
+                                "code", r.code, "message", r.msg ? r.msg : "internal error");
+        free(r.msg);
+        if (replies)
+                json_array_append_new(replies, msg);
+        else
+                mcp_send(out, msg);
+}
+
+/* Batches were part of MCP up to 2025-03-26 and removed after it. */
+static bool batches_allowed(mcp_session *s) {
+        const char *v = mcp_session_version(s);
+        return v && strcmp(v, "2025-03-26") <= 0;
+}
+
+void mcp_session_handle(mcp_session *s, json_t *msg, mcp_sink *out) {
+        size_t i;
+        json_t *m;
+        cleanup_json json_t *replies = NULL;
+
+        if (!json_is_array(msg))
+                return handle_one(s, msg, out, NULL);
+        if (!batches_allowed(s))
+                return mcp_send_error(out, NULL, MCP_INVALID_REQUEST,
+                                      "JSON-RPC batches are not supported in this protocol version (only up to "
+                                      "2025-03-26); send one message at a time");
+        if (json_array_size(msg) == 0)
+                return mcp_send_error(out, NULL, MCP_INVALID_REQUEST, "invalid request: empty batch");
+        replies = json_array();
+        json_array_foreach(msg, i, m) {
+                if (mcp_message_is_initialize(m))
+                        json_array_append_new(replies,
+                                              json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
+                                                        json_object_get(m, "id"), "error", "code",
+                                                        MCP_INVALID_REQUEST, "message",
+                                                        "initialize must not be part of a batch"));
+                else
+                        handle_one(s, m, out, replies);
+        }
+        if (json_array_size(replies) > 0)
+                mcp_send(out, json_incref(replies));
+}

@@ -1,0 +1,337 @@
+#include "policy/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+const char *const cm_all_toolsets[] = {"containers", "images", "sandbox", "files",
+                                       "codex",      "web",    "diagnostics", NULL};
+const char *const cm_default_toolsets[] = {"containers", "images", "sandbox", "files", "codex", "web", NULL};
+
+static char **strv_new(void) { return xcalloc(1, sizeof(char *)); }
+
+static size_t strv_len(char *const *v) {
+        size_t n = 0;
+        while (v && v[n])
+                n++;
+        return n;
+}
+
+static void strv_push(char ***v, const char *s) {
+        size_t n = strv_len(*v);
+        *v = xrealloc(*v, (n + 2) * sizeof(char *));
+        (*v)[n] = xstrdup(s);
+        (*v)[n + 1] = NULL;
+}
+
+void cm_strv_free(char **v) {
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+char *cm_strv_join(char *const *v, const char *sep) {
+        size_t len = 1;
+        char *out;
+        for (size_t i = 0; v && v[i]; i++)
+                len += strlen(v[i]) + strlen(sep);
+        out = xcalloc(1, len);
+        for (size_t i = 0; v && v[i]; i++) {
+                if (i)
+                        strcat(out, sep);
+                strcat(out, v[i]);
+        }
+        return out;
+}
+
+int cm_parse_bool(const char *s, bool *ret) {
+        static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+        for (size_t i = 0; s && i < ARRAY_SIZE(yes); i++) {
+                if (strcasecmp(s, yes[i]) == 0)
+                        return *ret = true, 0;
+                if (strcasecmp(s, no[i]) == 0)
+                        return *ret = false, 0;
+        }
+        return -EINVAL;
+}
+
+int cm_parse_size(const char *s, int64_t *ret) {
+        char *end;
+        double v, mul = 1;
+        if (!s || !*s || isspace((unsigned char)*s))
+                return -EINVAL;
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno || end == s || v < 0 || !isfinite(v))
+                return -EINVAL;
+        switch (tolower((unsigned char)*end)) {
+        case 0: break;
+        case 'k': mul = 1024.0; break;
+        case 'm': mul = 1024.0 * 1024; break;
+        case 'g': mul = 1024.0 * 1024 * 1024; break;
+        case 't': mul = 1024.0 * 1024 * 1024 * 1024; break;
+        default: return -EINVAL;
+        }
+        if (*end && end[1] && !(tolower((unsigned char)end[1]) == 'b' && !end[2]) &&
+            !(tolower((unsigned char)end[1]) == 'i' && tolower((unsigned char)end[2]) == 'b' && !end[3]))
+                return -EINVAL;
+        if (v * mul > (double)INT64_MAX)
+                return -ERANGE;
+        *ret = (int64_t)(v * mul);
+        return 0;
+}
+
+/* Values from an env-file fill only what the environment leaves unset. */
+static int load_env_file(const char *path, cm_err *err) {
+        FILE *f = fopen(path, "re");
+        char line[4096];
+        unsigned lineno = 0;
+        if (!f)
+                return cm_err_sys(err, errno, "env-file %s", path);
+        while (fgets(line, sizeof line, f)) {
+                char *eq, *key = line, *val;
+                lineno++;
+                line[strcspn(line, "\r\n")] = 0;
+                while (isspace((unsigned char)*key))
+                        key++;
+                if (!*key || *key == '#')
+                        continue;
+                if (strncmp(key, "export ", 7) == 0)
+                        key += 7;
+                eq = strchr(key, '=');
+                if (!eq || strncmp(key, "CONTAINER_MCP_", 14) != 0) {
+                        (void)fclose(f);
+                        return cm_err_set(err, EINVAL,
+                                          "env-file %s line %u: expected CONTAINER_MCP_NAME=value", path, lineno);
+                }
+                *eq = 0;
+                val = eq + 1;
+                if (*val == '"' && strlen(val) >= 2 && val[strlen(val) - 1] == '"') {
+                        val[strlen(val) - 1] = 0;
+                        val++;
+                }
+                (void)setenv(key, val, 0);
+        }
+        (void)fclose(f);
+        return 0;
+}
+
+int cm_config_set_toolsets(cm_config *cfg, const char *list, cm_err *err) {
+        cleanup_free char *copy = xstrdup(list);
+        char **v = strv_new(), *save = NULL;
+        for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+                bool known = strcmp(t, "all") == 0;
+                for (size_t i = 0; !known && cm_all_toolsets[i]; i++)
+                        known = strcmp(t, cm_all_toolsets[i]) == 0;
+                if (!known) {
+                        cleanup_free char *all = cm_strv_join((char *const *)cm_all_toolsets, ", ");
+                        cm_strv_free(v);
+                        return cm_err_set(err, EINVAL, "unknown toolset \"%s\" in CONTAINER_MCP_TOOLSETS; known: %s, all",
+                                          t, all);
+                }
+                if (strcmp(t, "all") == 0)
+                        for (size_t i = 0; cm_all_toolsets[i]; i++)
+                                strv_push(&v, cm_all_toolsets[i]);
+                else
+                        strv_push(&v, t);
+        }
+        cm_strv_free(cfg->toolsets);
+        cfg->toolsets = v;
+        return 0;
+}
+
+bool cm_toolset_enabled(const cm_config *cfg, const char *family) {
+        for (size_t i = 0; cfg->toolsets && cfg->toolsets[i]; i++)
+                if (strcmp(cfg->toolsets[i], family) == 0)
+                        return true;
+        return false;
+}
+
+void cm_config_add_host(cm_config *cfg, const char *host) { strv_push(&cfg->allowed_hosts, host); }
+
+static char *default_state_dir(void) {
+        const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+        if (getenv("CONTAINER_MCP_STATE_DIR"))
+                return xstrdup(getenv("CONTAINER_MCP_STATE_DIR"));
+        if (geteuid() == 0)
+                return xstrdup("/var/lib/container-mcp");
+        if (xdg && *xdg == '/')
+                return xasprintf("%s/container-mcp", xdg);
+        return xasprintf("%s/.local/state/container-mcp", home ? home : "/tmp");
+}
+
+static void mkdir_p(const char *path, mode_t mode) {
+        cleanup_free char *p = xstrdup(path);
+        for (char *s = p + 1; *s; s++)
+                if (*s == '/') {
+                        *s = 0;
+                        (void)mkdir(p, 0755);
+                        *s = '/';
+                }
+        (void)mkdir(p, mode);
+}
+
+/* Canonical form of a path that must exist; NULL (err set) otherwise. */
+static char *canonical(const char *path, cm_err *err) {
+        char *real = realpath(path, NULL);
+        if (!real)
+                cm_err_sys(err, errno, "CONTAINER_MCP_ALLOWED_MOUNTS entry %s", path);
+        return real;
+}
+
+/* The launch directory is a default root only when it is not / or $HOME:
+ * those would hand an agent the whole machine or every secret of the user. */
+static int default_mounts(cm_config *cfg) {
+        char cwd[PATH_MAX];
+        const char *home = getenv("HOME");
+        cleanup_free char *home_real = home ? realpath(home, NULL) : NULL;
+        mkdir_p(cfg->scratch_dir, 0700);
+        if (getcwd(cwd, sizeof cwd) && strcmp(cwd, "/") != 0 && !(home_real && strcmp(cwd, home_real) == 0))
+                strv_push(&cfg->allowed_mounts, cwd);
+        cleanup_free char *scratch = realpath(cfg->scratch_dir, NULL);
+        if (scratch)
+                strv_push(&cfg->allowed_mounts, scratch);
+        return 0;
+}
+
+static int load_mounts(cm_config *cfg, cm_err *err) {
+        const char *env = getenv("CONTAINER_MCP_ALLOWED_MOUNTS");
+        cleanup_free char *copy = NULL;
+        char *save = NULL;
+        if (!env)
+                return default_mounts(cfg);
+        copy = xstrdup(env);
+        for (char *p = strtok_r(copy, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+                cleanup_free char *real = canonical(p, err);
+                if (!real)
+                        return -EINVAL;
+                if (strcmp(real, "/") == 0)
+                        return cm_err_set(err, EINVAL,
+                                          "CONTAINER_MCP_ALLOWED_MOUNTS may not contain /: that would expose the "
+                                          "whole host; list the directories agents need instead");
+                strv_push(&cfg->allowed_mounts, real);
+        }
+        return 0;
+}
+
+static int env_bool(const char *name, bool *ret, cm_err *err) {
+        const char *v = getenv(name);
+        if (v && *v && cm_parse_bool(v, ret) < 0)
+                return cm_err_set(err, EINVAL, "%s=%s: expected 1/true/yes/on or 0/false/no/off", name, v);
+        return 0;
+}
+
+static int env_uint(const char *name, unsigned long min, unsigned long max, unsigned long *ret, cm_err *err) {
+        const char *v = getenv(name);
+        char *end;
+        unsigned long n;
+        if (!v || !*v)
+                return 0;
+        errno = 0;
+        n = strtoul(v, &end, 10);
+        if (errno || *end || *v == '-' || n < min || n > max)
+                return cm_err_set(err, EINVAL, "%s=%s: expected a whole number from %lu to %lu", name, v, min, max);
+        *ret = n;
+        return 0;
+}
+
+static int load_numbers(cm_config *cfg, cm_err *err) {
+        const char *v;
+        unsigned long n;
+        if ((v = getenv("CONTAINER_MCP_DEFAULT_CPUS")) && *v) {
+                char *end;
+                double c = strtod(v, &end);
+                if (*end || !(c > 0) || c > 1024)
+                        return cm_err_set(err, EINVAL, "CONTAINER_MCP_DEFAULT_CPUS=%s: expected a number like 2 or 0.5",
+                                          v);
+                cfg->default_cpus = c;
+        }
+        if ((v = getenv("CONTAINER_MCP_DEFAULT_MEMORY")) && *v && cm_parse_size(v, &cfg->default_memory) < 0)
+                return cm_err_set(err, EINVAL, "CONTAINER_MCP_DEFAULT_MEMORY=%s: expected a size like 512m or 2g", v);
+        n = cfg->max_containers;
+        if (env_uint("CONTAINER_MCP_MAX_CONTAINERS", 1, 100000, &n, err) < 0)
+                return -EINVAL;
+        cfg->max_containers = (unsigned)n;
+        n = (unsigned long)cfg->timeout_ms;
+        if (env_uint("CONTAINER_MCP_TIMEOUT_MS", 1, 86400000, &n, err) < 0)
+                return -EINVAL;
+        cfg->timeout_ms = (int64_t)n;
+        n = cfg->page_size;
+        if (env_uint("CONTAINER_MCP_PAGE_SIZE", 1, 10000, &n, err) < 0)
+                return -EINVAL;
+        cfg->page_size = (unsigned)n;
+        n = cfg->max_message_bytes;
+        if (env_uint("CONTAINER_MCP_MAX_MESSAGE_BYTES", 1024, 1ul << 30, &n, err) < 0)
+                return -EINVAL;
+        cfg->max_message_bytes = n;
+        return 0;
+}
+
+static int load_env(cm_config *cfg, cm_err *err) {
+        const char *v;
+        if ((v = getenv("CONTAINER_MCP_TOOLSETS")) && *v && cm_config_set_toolsets(cfg, v, err) < 0)
+                return -EINVAL;
+        if ((v = getenv("CONTAINER_MCP_TOKEN")) && *v)
+                cfg->token = xstrdup(v);
+        if ((v = getenv("CONTAINER_MCP_AGENT_NAME")) && *v) {
+                free(cfg->agent_name);
+                cfg->agent_name = xstrdup(v);
+        }
+        if ((v = getenv("CONTAINER_MCP_BACKEND")) && *v)
+                cfg->backend = xstrdup(v);
+        if ((v = getenv("CONTAINER_MCP_ALLOWED_HOSTS")) && *v) {
+                cleanup_free char *copy = xstrdup(v);
+                char *save = NULL;
+                for (char *h = strtok_r(copy, ", ", &save); h; h = strtok_r(NULL, ", ", &save))
+                        cm_config_add_host(cfg, h);
+        }
+        if (env_bool("CONTAINER_MCP_READONLY", &cfg->readonly, err) < 0 ||
+            env_bool("CONTAINER_MCP_ALLOW_NETWORK", &cfg->allow_network, err) < 0 ||
+            env_bool("CONTAINER_MCP_ALLOW_UNMANAGED", &cfg->allow_unmanaged, err) < 0)
+                return -EINVAL;
+        return load_numbers(cfg, err);
+}
+
+int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
+        memset(cfg, 0, sizeof *cfg);
+        cfg->page_size = 100;
+        cfg->max_message_bytes = 16u << 20;
+        cfg->agent_name = xstrdup("agent");
+        cfg->default_cpus = 2;
+        cfg->default_memory = 2ll << 30;
+        cfg->timeout_ms = 120000;
+        cfg->max_containers = 10;
+        cfg->allowed_hosts = strv_new();
+        cfg->allowed_mounts = strv_new();
+        cfg->toolsets = strv_new();
+        for (size_t i = 0; cm_default_toolsets[i]; i++)
+                strv_push(&cfg->toolsets, cm_default_toolsets[i]);
+        if (env_file && load_env_file(env_file, err) < 0)
+                return -EINVAL;
+        cfg->state_dir = default_state_dir();
+        cfg->scratch_dir = xasprintf("%s/scratch", cfg->state_dir);
+        if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0)
+                return -EINVAL;
+        return 0;
+}
+
+void cm_config_free(cm_config *cfg) {
+        cm_strv_free(cfg->toolsets);
+        cm_strv_free(cfg->allowed_hosts);
+        cm_strv_free(cfg->allowed_mounts);
+        free(cfg->token);
+        free(cfg->scratch_dir);
+        free(cfg->state_dir);
+        free(cfg->agent_name);
+        free(cfg->backend);
+        memset(cfg, 0, sizeof *cfg);
+}

@@ -1,0 +1,59 @@
+/* Configuration: flags > environment > env-file > defaults.
+ *
+ * Every relaxation of the safe defaults is an explicit setting here; the
+ * names are the seeds' own, with the CONTAINER_MCP_ prefix. */
+#ifndef CM_CONFIG_H
+#define CM_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+typedef struct cm_config {
+        char **toolsets;          /* enabled families, NULL-terminated */
+        unsigned page_size;       /* tools/list page size */
+        size_t max_message_bytes; /* largest accepted message */
+        char *token;              /* HTTP bearer token, or NULL */
+        char **allowed_hosts;     /* extra Host/Origin names, NULL-terminated */
+        char **allowed_mounts;    /* canonical host paths, NULL-terminated */
+        char *scratch_dir;        /* private scratch dir (in allowed_mounts by default) */
+        char *state_dir;
+        char *agent_name;
+        char *backend;            /* NULL: pick the first available */
+        bool readonly;
+        bool allow_network;
+        bool allow_unmanaged;
+        double default_cpus;
+        int64_t default_memory;   /* bytes */
+        int64_t timeout_ms;
+        unsigned max_containers;
+} cm_config;
+
+/* The tool families, in the order tools/list shows them. */
+extern const char *const cm_all_toolsets[];
+/* The families on when CONTAINER_MCP_TOOLSETS is not set. */
+extern const char *const cm_default_toolsets[];
+
+/* Defaults, then an env-file (when env_file is non-NULL; it never overrides
+ * the environment), then the environment. */
+int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err);
+void cm_config_free(cm_config *cfg);
+
+/* Setters used by command-line flags (highest precedence). */
+int cm_config_set_toolsets(cm_config *cfg, const char *list, cm_err *err);
+void cm_config_add_host(cm_config *cfg, const char *host);
+
+bool cm_toolset_enabled(const cm_config *cfg, const char *family);
+
+/* "512m", "2g", "1.5G", "1048576" -> bytes. */
+int cm_parse_size(const char *s, int64_t *ret);
+/* 1/true/yes/on and 0/false/no/off, any case. */
+int cm_parse_bool(const char *s, bool *ret);
+
+/* Join a NULL-terminated list with `sep` (caller frees). */
+char *cm_strv_join(char *const *v, const char *sep);
+void cm_strv_free(char **v);
+
+#endif

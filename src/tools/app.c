@@ -1,0 +1,45 @@
+/* The application context the tools share: configuration and backends. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/tools.h"
+#include "util/cleanup.h"
+
+static size_t registry_size(void) {
+        size_t n = 0;
+        while (cm_backends[n])
+                n++;
+        return n;
+}
+
+int cm_app_open(cm_app *app, cm_config *cfg, cm_err *err) {
+        memset(app, 0, sizeof *app);
+        app->cfg = cfg;
+        app->n_backends = registry_size();
+        app->backends = xcalloc(app->n_backends, sizeof *app->backends);
+        if (cfg->backend && !cm_backend_find(cfg->backend))
+                return cm_err_set(err, EINVAL, "unknown backend \"%s\"; choose native or docker", cfg->backend);
+        for (size_t i = 0; i < app->n_backends; i++) {
+                cm_backend_status st;
+                app->backends[i] = cm_backends[i]->open();
+                if (app->active)
+                        continue;
+                if (cfg->backend && strcmp(cfg->backend, cm_backends[i]->name) != 0)
+                        continue;
+                app->backends[i]->ops->status(app->backends[i], &st);
+                /* A chosen backend is used even when unavailable: its tools then
+                 * say why, which beats silently using another engine. */
+                if (st.available || cfg->backend)
+                        app->active = app->backends[i];
+        }
+        return 0;
+}
+
+void cm_app_close(cm_app *app) {
+        for (size_t i = 0; i < app->n_backends; i++)
+                if (app->backends[i])
+                        app->backends[i]->ops->free(app->backends[i]);
+        free(app->backends);
+        memset(app, 0, sizeof *app);
+}

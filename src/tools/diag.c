@@ -1,0 +1,88 @@
+/* The diagnostics family (off unless CONTAINER_MCP_TOOLSETS names it):
+ * `echo`, the cheapest possible call, for measuring protocol overhead, and
+ * `sleep`, a long call that reports progress and stops when cancelled, for
+ * checking a client's progress and cancellation handling end to end. */
+#include <poll.h>
+#include <time.h>
+
+#include "tools/tools.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+
+static int echo(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
+        const char *text = cm_json_str(args, "text");
+        *ret = json_pack("{s:s}", "text", text);
+        *ret_text = xstrdup(text);
+        return 0;
+}
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleep until `deadline` or until the call is cancelled; true if cancelled. */
+static bool wait_until(mcp_call *call, int64_t deadline) {
+        struct pollfd p = {mcp_call_cancel_fd(call), POLLIN, 0};
+        for (int64_t left; (left = deadline - now_ms()) > 0;) {
+                if (poll(&p, 1, (int)left) > 0 || mcp_call_cancelled(call))
+                        return true;
+        }
+        return mcp_call_cancelled(call);
+}
+
+static int do_sleep(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
+        json_int_t ms = json_integer_value(json_object_get(args, "ms"));
+        json_t *st = json_object_get(args, "steps");
+        json_int_t steps = st ? json_integer_value(st) : 10, done = 0;
+        int64_t start = now_ms();
+        bool cancelled = false;
+
+        mcp_call_log(call, "info", "sleeping %lld ms in %lld steps", (long long)ms, (long long)steps);
+        while (done < steps && !cancelled) {
+                cancelled = wait_until(call, start + ms * (done + 1) / steps);
+                if (!cancelled) {
+                        done++;
+                        mcp_call_progress(call, (double)done, (double)steps, "sleeping");
+                }
+        }
+        *ret = json_pack("{s:I, s:b}", "sleptMs", (json_int_t)(now_ms() - start), "cancelled", cancelled);
+        return 0;
+}
+
+static const mcp_tool tools[] = {
+        {
+                .name = "echo",
+                .title = "Echo",
+                .description = "Return the given text unchanged. A diagnostic for measuring the cost of a tool call.",
+                .input_schema = "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\","
+                                "\"maxLength\":1048576,\"description\":\"Text to return.\"}},"
+                                "\"required\":[\"text\"],\"additionalProperties\":false}",
+                .output_schema = "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"}},"
+                                 "\"required\":[\"text\"]}",
+                .hints = MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT,
+                .toolset = "diagnostics",
+                .handler = echo,
+        },
+        {
+                .name = "sleep",
+                .title = "Sleep",
+                .description = "Wait for `ms` milliseconds in `steps` slices, sending a progress notification "
+                               "after each slice when the request carries a progressToken, and stop early when "
+                               "the request is cancelled. A diagnostic for progress and cancellation.",
+                .input_schema = "{\"type\":\"object\",\"properties\":{"
+                                "\"ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":600000,"
+                                "\"description\":\"Total time to wait, in milliseconds.\"},"
+                                "\"steps\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000,\"default\":10,"
+                                "\"description\":\"Number of slices (and progress notifications).\"}},"
+                                "\"required\":[\"ms\"],\"additionalProperties\":false}",
+                .output_schema = "{\"type\":\"object\",\"properties\":{\"sleptMs\":{\"type\":\"integer\"},"
+                                 "\"cancelled\":{\"type\":\"boolean\"}},\"required\":[\"sleptMs\",\"cancelled\"]}",
+                .hints = MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT,
+                .toolset = "diagnostics",
+                .handler = do_sleep,
+        },
+};
+
+const cm_toolset cm_toolset_diagnostics = {"diagnostics", tools, ARRAY_SIZE(tools)};

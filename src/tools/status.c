@@ -1,0 +1,118 @@
+/* system_status: which backends this machine can use and why not, the
+ * active policy in brief, the server version. */
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "tools/tools.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+
+static json_t *strv_json(char *const *v) {
+        json_t *a = json_array();
+        for (size_t i = 0; v && v[i]; i++)
+                json_array_append_new(a, json_string(v[i]));
+        return a;
+}
+
+static json_t *backend_json(const cm_backend_entry *e, cm_backend *b, bool active) {
+        cm_backend_status st;
+        json_t *details = NULL;
+        b->ops->status(b, &st);
+        if (st.details[0])
+                details = json_loads(st.details, 0, NULL);
+        if (!json_is_object(details)) {
+                json_decref(details);
+                details = json_object();
+        }
+        return json_pack("{s:s, s:s, s:b, s:b, s:s, s:s, s:s, s:o}", "name", e->name, "summary", e->summary,
+                         "available", st.available, "active", active, "version", st.version, "reason", st.reason,
+                         "fix", st.fix, "details", details);
+}
+
+static json_t *policy_json(const cm_config *c) {
+        return json_pack("{s:b, s:b, s:b, s:o, s:f, s:I, s:i, s:I, s:s, s:o, s:b}", "readonly", c->readonly,
+                         "allowNetwork", c->allow_network, "allowUnmanaged", c->allow_unmanaged, "allowedMounts",
+                         strv_json(c->allowed_mounts), "defaultCpus", c->default_cpus, "defaultMemoryBytes",
+                         (json_int_t)c->default_memory, "maxContainers", (int)c->max_containers, "timeoutMs",
+                         (json_int_t)c->timeout_ms, "agentName", c->agent_name, "toolsets", strv_json(c->toolsets),
+                         "httpToken", c->token != NULL);
+}
+
+json_t *cm_status_json(cm_app *app, const char *protocol_version) {
+        json_t *backends = json_array();
+        for (size_t i = 0; i < app->n_backends; i++)
+                json_array_append_new(backends,
+                                      backend_json(cm_backends[i], app->backends[i], app->backends[i] == app->active));
+        return json_pack("{s:{s:s, s:s}, s:s?, s:s?, s:o, s:o}", "server", "name", "container-mcp", "version",
+                         CM_VERSION, "protocolVersion", protocol_version, "activeBackend",
+                         app->active ? app->active->ops->name : NULL, "backends", backends, "policy",
+                         policy_json(app->cfg));
+}
+
+/* A short text for people and agents; the JSON is in structuredContent. */
+static char *status_text(const json_t *st) {
+        const json_t *pol = json_object_get(st, "policy"), *b, *m;
+        char *text = NULL;
+        size_t len = 0, i;
+        FILE *f = open_memstream(&text, &len);
+        if (!f)
+                return NULL;
+        fprintf(f, "container-mcp %s, MCP %s\n", cm_json_str(json_object_get(st, "server"), "version"),
+                cm_json_str(st, "protocolVersion") ? cm_json_str(st, "protocolVersion") : "-");
+        json_array_foreach(json_object_get(st, "backends"), i, b) {
+                if (json_is_true(json_object_get(b, "available")))
+                        fprintf(f, "backend %s: available, %s%s\n", cm_json_str(b, "name"), cm_json_str(b, "version"),
+                                json_is_true(json_object_get(b, "active")) ? " (active)" : "");
+                else
+                        fprintf(f, "backend %s: not available: %s; fix: %s\n", cm_json_str(b, "name"),
+                                cm_json_str(b, "reason"), cm_json_str(b, "fix"));
+        }
+        fprintf(f, "policy: network %s, %s, mounts allowed under",
+                json_is_true(json_object_get(pol, "allowNetwork")) ? "allowed" : "denied",
+                json_is_true(json_object_get(pol, "readonly")) ? "read-only mode" : "read-write");
+        json_array_foreach(json_object_get(pol, "allowedMounts"), i, m) fprintf(f, " %s", json_string_value(m));
+        fprintf(f, "%s\n", json_array_size(json_object_get(pol, "allowedMounts")) ? "" : " (none)");
+        (void)fclose(f);
+        return text;
+}
+
+static int system_status(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
+        cm_app *app = cm_call_app(call);
+        *ret = cm_status_json(app, mcp_session_version(mcp_call_session(call)));
+        *ret_text = status_text(*ret);
+        return 0;
+}
+
+#define BACKEND_SCHEMA                                                                                                 \
+        "{\"type\":\"object\",\"properties\":{"                                                                        \
+        "\"name\":{\"type\":\"string\"},\"summary\":{\"type\":\"string\"},"                                            \
+        "\"available\":{\"type\":\"boolean\"},\"active\":{\"type\":\"boolean\"},"                                      \
+        "\"version\":{\"type\":\"string\"},\"reason\":{\"type\":\"string\"},"                                          \
+        "\"fix\":{\"type\":\"string\"},\"details\":{\"type\":\"object\"}},"                                            \
+        "\"required\":[\"name\",\"available\",\"version\",\"reason\",\"fix\"]}"
+
+static const mcp_tool tools[] = {{
+        .name = "system_status",
+        .title = "System status",
+        .description = "Report which container backends this machine can use (native Linux runtime, "
+                       "Docker/Podman), each with its version or the reason it is unavailable and how to fix it, "
+                       "plus the active safety policy and the server version. Call it first when a container "
+                       "tool fails.",
+        .input_schema = "{\"type\":\"object\",\"properties\":{\"start\":{\"type\":\"boolean\",\"description\":"
+                        "\"Start the engine's system service when it has one and it is stopped (Apple "
+                        "container); the native runtime needs none.\"}},\"additionalProperties\":false}",
+        .output_schema = "{\"type\":\"object\",\"properties\":{"
+                         "\"server\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+                         "\"version\":{\"type\":\"string\"}},\"required\":[\"name\",\"version\"]},"
+                         "\"protocolVersion\":{\"type\":\"string\"},"
+                         "\"activeBackend\":{\"type\":[\"string\",\"null\"]},"
+                         "\"backends\":{\"type\":\"array\",\"items\":" BACKEND_SCHEMA "},"
+                         "\"policy\":{\"type\":\"object\"}},"
+                         "\"required\":[\"server\",\"backends\",\"policy\"]}",
+        .hints = MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT,
+        .toolset = "containers",
+        .handler = system_status,
+}};
+
+const cm_toolset cm_toolset_containers = {"containers", tools, ARRAY_SIZE(tools)};
