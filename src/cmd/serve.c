@@ -53,7 +53,9 @@ static int parse_number(const char *opt, const char *v, unsigned long min, unsig
         char *end;
         unsigned long n = strtoul(v, &end, 10);
         if (*v == '-' || *end || end == v || n < min || n > max)
-                return cmd_usage_error("serve", "%s %s: expected a whole number from %lu to %lu", opt, v, min, max);
+                return (void)cmd_usage_error("serve", "%s %s: expected a whole number from %lu to %lu", opt, v, min,
+                                             max),
+                       -1;
         *ret = n;
         return 0;
 }
@@ -83,7 +85,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                 case O_SOCKET: o->socket = optarg; break;
                 case O_HOST:
                         if (o->n_hosts >= 31)
-                                return cmd_usage_error("serve", "--allow-host: at most 31 names");
+                                return (void)cmd_usage_error("serve", "--allow-host: at most 31 names"), -1;
                         o->hosts[o->n_hosts++] = optarg;
                         break;
                 case O_TOOLSETS: o->toolsets = optarg; break;
@@ -98,12 +100,12 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                         break;
                 case O_ENVFILE: o->env_file = optarg; break;
                 case O_LOGLEVEL: o->log_level = optarg; break;
-                case ':': return cmd_usage_error("serve", "option %s needs a value", argv[optind - 1]);
-                default: return cmd_usage_error("serve", "unknown option %s", argv[optind - 1]);
+                case ':': return (void)cmd_usage_error("serve", "option %s needs a value", argv[optind - 1]), -1;
+                default: return (void)cmd_usage_error("serve", "unknown option %s", argv[optind - 1]), -1;
                 }
         }
         if (optind < argc)
-                return cmd_usage_error("serve", "unexpected argument \"%s\"", argv[optind]);
+                return (void)cmd_usage_error("serve", "unexpected argument \"%s\"", argv[optind]), -1;
         return 0;
 }
 
@@ -114,7 +116,7 @@ static int apply_log_level(const char *level) {
                         cm_log_set_level((enum cm_log_level)i);
                         return 0;
                 }
-        return cmd_usage_error("serve", "--log-level %s: expected debug, info, warn or error", level);
+        return (void)cmd_usage_error("serve", "--log-level %s: expected debug, info, warn or error", level), -1;
 }
 
 /* Flags win over the environment and the env-file. */

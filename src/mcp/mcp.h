@@ -45,6 +45,10 @@ struct mcp_sink {
         int (*send)(mcp_sink *self, const char *json, size_t len);
         void (*ref)(mcp_sink *self);
         void (*unref)(mcp_sink *self);
+        /* Set when the sink can carry only the reply (an HTTP response in
+         * JSON mode): notifications of the call then go to the session's
+         * notify sink instead. */
+        bool replies_only;
 };
 
 void mcp_sink_ref(mcp_sink *s);

@@ -143,12 +143,15 @@ json_t *mcp_server_list_tools(mcp_server *srv, const json_t *params, int *ret_co
 }
 
 static json_t *tool_error(const char *text) {
-        return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text, "isError", 1);
+        return json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text", "text", cm_json_bytes(text, strlen(text)),
+                         "isError", 1);
 }
 
 static json_t *tool_success(json_t *structured, char *text) {
         cleanup_free char *owned = text ? text : cm_json_dump(structured);
-        json_t *r = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", owned, "isError", 0);
+        /* Text may carry a process's bytes: make it valid UTF-8 first. */
+        json_t *r = json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text", "text",
+                              cm_json_bytes(owned, strlen(owned)), "isError", 0);
         if (structured)
                 json_object_set_new(r, "structuredContent", structured);
         return r;
@@ -170,7 +173,9 @@ json_t *mcp_server_call_tool(mcp_server *srv, const reg_tool *t, mcp_call *call,
         }
         /* Our own results must match what we promise; a mismatch is our bug,
          * and saying so beats handing the client something it will reject. */
-        if (t->output && mcp_schema_check(t->output, structured, "structuredContent", &err) < 0) {
+        if (t->output && (!structured || mcp_schema_check(t->output, structured, "structuredContent", &err) < 0)) {
+                if (!structured)
+                        cm_err_set(&err, EINVAL, "no structuredContent");
                 cleanup_free char *msg = xasprintf("internal error in %s: result does not match its outputSchema: %s",
                                                    t->tool->name, err.msg);
                 json_decref(structured);

@@ -153,9 +153,21 @@ int mcp_call_cancel_fd(mcp_call *c) {
 /* A notification that belongs to this call travels with its reply. */
 static void call_notify(mcp_call *c, json_t *msg) {
         cleanup_free char *text = cm_json_dump(msg);
+        mcp_session *s = c->session;
+        mcp_sink *notify;
         json_decref(msg);
-        if (c->out->send(c->out, text, strlen(text)) < 0)
-                mcp_call_mark_cancelled(c); /* the peer is gone: stop working for it */
+        if (!c->out->replies_only) {
+                if (c->out->send(c->out, text, strlen(text)) < 0)
+                        mcp_call_mark_cancelled(c); /* the peer is gone: stop working for it */
+                return;
+        }
+        (void)pthread_mutex_lock(&s->lock);
+        notify = s->notify;
+        mcp_sink_ref(notify);
+        (void)pthread_mutex_unlock(&s->lock);
+        if (notify)
+                (void)notify->send(notify, text, strlen(text));
+        mcp_sink_unref(notify);
 }
 
 void mcp_call_progress(mcp_call *c, double progress, double total, const char *message) {
@@ -258,6 +270,10 @@ static void do_call(mcp_session *s, const json_t *req, const json_t *params, mcp
                                       json_string_value(name)));
         if (!args || json_is_null(args))
                 args = empty = json_object();
+        else if (!json_is_object(args))
+                return fail(r, MCP_INVALID_PARAMS,
+                            xasprintf("tools/call: params.arguments must be an object, got %s",
+                                      cm_json_type_name(args)));
 
         call_begin(&call, s, req, out);
         r->result = mcp_server_call_tool(s->srv, t, &call, args);

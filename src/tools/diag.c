@@ -40,12 +40,14 @@ static int do_sleep(mcp_call *call, json_t *args, json_t **ret, char **ret_text,
         bool cancelled = false;
 
         mcp_call_log(call, "info", "sleeping %lld ms in %lld steps", (long long)ms, (long long)steps);
+        /* Progress goes out as each slice starts (0 .. steps-1 of steps):
+         * the result itself says "done", and a last notification sent right
+         * before it can reach a client after the result, which the SDK
+         * clients report as a progress for an unknown token. */
         while (done < steps && !cancelled) {
+                mcp_call_progress(call, (double)done, (double)steps, "sleeping");
                 cancelled = wait_until(call, start + ms * (done + 1) / steps);
-                if (!cancelled) {
-                        done++;
-                        mcp_call_progress(call, (double)done, (double)steps, "sleeping");
-                }
+                done += !cancelled;
         }
         *ret = json_pack("{s:I, s:b}", "sleptMs", (json_int_t)(now_ms() - start), "cancelled", cancelled);
         return 0;
@@ -69,8 +71,9 @@ static const mcp_tool tools[] = {
                 .name = "sleep",
                 .title = "Sleep",
                 .description = "Wait for `ms` milliseconds in `steps` slices, sending a progress notification "
-                               "after each slice when the request carries a progressToken, and stop early when "
-                               "the request is cancelled. A diagnostic for progress and cancellation.",
+                               "as each slice starts (progress 0 to steps-1, total steps) when the request "
+                               "carries a progressToken, and stop early when the request is cancelled. A "
+                               "diagnostic for progress and cancellation.",
                 .input_schema = "{\"type\":\"object\",\"properties\":{"
                                 "\"ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":600000,"
                                 "\"description\":\"Total time to wait, in milliseconds.\"},"

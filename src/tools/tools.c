@@ -1,6 +1,7 @@
 #include "tools/tools.h"
 
-static const cm_toolset *const toolsets[] = {&cm_toolset_containers, &cm_toolset_diagnostics};
+static const cm_toolset *const toolsets[] = {&cm_toolset_run, &cm_toolset_lifecycle, &cm_toolset_containers,
+                                                  &cm_toolset_diagnostics};
 
 int cm_tools_register(mcp_server *srv, const cm_config *cfg, cm_err *err) {
         for (size_t i = 0; i < sizeof toolsets / sizeof toolsets[0]; i++) {

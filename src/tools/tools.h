@@ -21,7 +21,9 @@ typedef struct cm_toolset {
         size_t n_tools;
 } cm_toolset;
 
-extern const cm_toolset cm_toolset_containers;
+extern const cm_toolset cm_toolset_run;       /* run_container, exec_in_container */
+extern const cm_toolset cm_toolset_lifecycle; /* list, logs, stats, inspect, stop, remove */
+extern const cm_toolset cm_toolset_containers; /* system_status */
 extern const cm_toolset cm_toolset_diagnostics;
 
 static inline cm_app *cm_call_app(mcp_call *c) { return mcp_server_userdata(mcp_call_server(c)); }

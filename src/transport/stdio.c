@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport/transport.h"
@@ -18,6 +19,9 @@
 
 #define READ_CHUNK (64 * 1024)
 #define MAX_WORKERS 64
+/* Closing stdin is how an MCP client asks a stdio server to shut down; calls
+ * still running get this long to answer before they are cancelled. */
+#define EOF_GRACE_MS 1000
 
 typedef struct out_sink {
         mcp_sink base;
@@ -69,8 +73,10 @@ typedef struct job {
 typedef struct pool {
         pthread_mutex_t lock;
         pthread_cond_t cond;
+        pthread_cond_t drained; /* no job queued or running */
         job *head, **tail;
         unsigned idle;
+        unsigned busy;
         unsigned n_threads;
         pthread_t threads[MAX_WORKERS];
         bool closing;
@@ -94,11 +100,14 @@ static void *worker(void *arg) {
                 p->head = j->next;
                 if (!p->head)
                         p->tail = &p->head;
+                p->busy++;
                 (void)pthread_mutex_unlock(&p->lock);
                 mcp_session_handle(p->session, j->msg, p->out);
                 json_decref(j->msg);
                 free(j);
                 (void)pthread_mutex_lock(&p->lock);
+                if (--p->busy == 0 && !p->head)
+                        (void)pthread_cond_broadcast(&p->drained);
         }
         (void)pthread_mutex_unlock(&p->lock);
         return NULL;
@@ -116,6 +125,22 @@ static void pool_submit(pool *p, json_t *msg) {
             pthread_create(&p->threads[p->n_threads], NULL, worker, p) == 0)
                 p->n_threads++;
         (void)pthread_cond_signal(&p->cond);
+        (void)pthread_mutex_unlock(&p->lock);
+}
+
+/* Wait up to `ms` for every queued and running job to finish. */
+static void pool_drain(pool *p, int ms) {
+        struct timespec deadline;
+        (void)clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += ms / 1000;
+        deadline.tv_nsec += (long)(ms % 1000) * 1000000;
+        if (deadline.tv_nsec >= 1000000000) {
+                deadline.tv_sec++;
+                deadline.tv_nsec -= 1000000000;
+        }
+        (void)pthread_mutex_lock(&p->lock);
+        while ((p->head || p->busy) && pthread_cond_timedwait(&p->drained, &p->lock, &deadline) == 0)
+                ;
         (void)pthread_mutex_unlock(&p->lock);
 }
 
@@ -229,18 +254,26 @@ static void no_ref(mcp_sink *s) { (void)s; }
 int cm_stdio_serve(mcp_server *srv, int in_fd, int out_fd, cm_err *err) {
         out_sink out = {{out_send, no_ref, no_ref}, PTHREAD_MUTEX_INITIALIZER, out_fd, false};
         pool p = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+        pthread_condattr_t attr;
         reader r = {.srv = srv, .out = &out.base, .pool = &p, .max = mcp_server_max_message(srv)};
         int ret;
 
         p.tail = &p.head;
+        (void)pthread_condattr_init(&attr);
+        (void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        (void)pthread_cond_init(&p.drained, &attr);
+        (void)pthread_condattr_destroy(&attr);
         p.out = &out.base;
         p.session = r.session = mcp_session_new(srv, &out.base);
         ret = read_loop(&r, in_fd, err);
-        /* At EOF the calls in flight still finish and answer (a client may
-         * close its end after the last request); on a stop they are cancelled. */
-        if (cm_stop_requested() || ret < 0)
-                mcp_session_cancel_all(p.session);
+        /* At EOF, calls in flight get a grace period to answer (a client may
+         * close its end right after its last request), then are cancelled;
+         * on a stop request they are cancelled at once. */
+        if (!cm_stop_requested() && ret == 0)
+                pool_drain(&p, EOF_GRACE_MS);
+        mcp_session_cancel_all(p.session);
         pool_close(&p);
+        (void)pthread_cond_destroy(&p.drained);
         free(r.line);
         mcp_session_unref(p.session);
         return ret;

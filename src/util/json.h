@@ -16,4 +16,8 @@ char *cm_json_dump(const json_t *v);
 /* The string member `key`, or NULL when absent or not a string. */
 const char *cm_json_str(const json_t *obj, const char *key);
 
+/* A JSON string of arbitrary bytes (process output): invalid UTF-8 bytes
+ * become U+FFFD, NUL bytes are kept. */
+json_t *cm_json_bytes(const char *p, size_t n);
+
 #endif

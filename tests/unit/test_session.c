@@ -297,7 +297,10 @@ static void test_call_schema_errors(void **state) {
         assert_non_null(strstr(call_error_text(f, "{\"a\":\"x\",\"b\":1}"), "expected integer"));
         assert_non_null(strstr(call_error_text(f, "{\"a\":1}"), "\"b\""));
         assert_non_null(strstr(call_error_text(f, "{\"a\":1,\"b\":2,\"c\":3}"), "\"c\""));
-        assert_non_null(strstr(call_error_text(f, "[1]"), "arguments"));
+        r = send_msg(f, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"add\","
+                        "\"arguments\":[1]}}");
+        assert_int_equal(err_code(r), MCP_INVALID_PARAMS); /* not an object: the request itself is malformed */
+        assert_non_null(strstr(err_msg(r), "arguments"));
         r = send_msg(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":5}}");
         assert_int_equal(err_code(r), MCP_INVALID_PARAMS);
         r = send_msg(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"nope\"}}");

@@ -1,0 +1,27 @@
+/* Policy checks that tools apply before a backend sees a request. */
+#ifndef CM_POLICY_H
+#define CM_POLICY_H
+
+#include <stdbool.h>
+
+#include "policy/config.h"
+#include "util/err.h"
+
+/* Canonicalise a host path (symlinks resolved; it must exist) and check it
+ * lies under one of CONTAINER_MCP_ALLOWED_MOUNTS.  On success *ret_real is
+ * the canonical path (caller frees).  A path that resolves outside every
+ * root, e.g. through a symlink, is refused with a message that says how to
+ * allow it. */
+int cm_policy_host_path(const cm_config *cfg, const char *path, char **ret_real, cm_err *err);
+
+/* True when `path` equals `root` or lies below it (component-wise). */
+bool cm_path_under(const char *path, const char *root);
+
+/* Container names: 1-128 of [A-Za-z0-9_.-], not starting with - or . */
+int cm_policy_name(const char *name, cm_err *err);
+
+/* Image references: no leading '-', no whitespace or control characters,
+ * at most 512 bytes: a value that can never turn into a flag or two words. */
+int cm_policy_image(const char *image, cm_err *err);
+
+#endif

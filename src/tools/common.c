@@ -1,0 +1,145 @@
+/* What the container tools share: the backend in use, read-only mode,
+ * managed-container checks, labels, and exec results as JSON. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/common.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+
+cm_backend *cm_tool_backend(mcp_call *call, cm_err *err) {
+        cm_app *app = cm_call_app(call);
+        if (!app->active)
+                cm_err_set(err, ENODEV,
+                           "no container backend is available on this machine; call system_status for the reason "
+                           "and the fix of each backend");
+        return app->active;
+}
+
+int cm_tool_unsupported(cm_backend *b, const char *what, cm_err *err) {
+        cm_backend_status st;
+        b->ops->status(b, &st);
+        return cm_err_set(err, ENOTSUP, "the %s backend cannot %s%s%s", b->ops->name, what, st.reason[0] ? ": " : "",
+                          st.reason);
+}
+
+int cm_tool_writable(mcp_call *call, const char *tool, cm_err *err) {
+        if (cm_call_app(call)->cfg->readonly)
+                return cm_err_set(err, EROFS,
+                                  "%s refused: the server runs with CONTAINER_MCP_READONLY, so only list_containers, "
+                                  "container_logs, inspect_container, container_stats and system_status work; "
+                                  "restart it without CONTAINER_MCP_READONLY to change containers",
+                                  tool);
+        return 0;
+}
+
+static const char *label(const cm_container_info *c, const char *key) {
+        for (size_t i = 0; i < c->n_labels; i++)
+                if (strcmp(c->labels[i].key, key) == 0)
+                        return c->labels[i].value;
+        return NULL;
+}
+
+bool cm_container_managed(const cm_container_info *c) {
+        const char *v = label(c, CM_LABEL_MANAGED);
+        return v && strcmp(v, "true") == 0;
+}
+
+int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
+        cm_container_info *all = NULL;
+        size_t n = 0, hit = SIZE_MAX;
+        if (!b->ops->list)
+                return cm_err_set(err, ENOTSUP, "the %s backend cannot list containers", b->ops->name);
+        if (b->ops->list(b, true, &all, &n, err) < 0)
+                return -1;
+        for (size_t i = 0; i < n && hit == SIZE_MAX; i++)
+                if (strcmp(all[i].id, ref) == 0 || (all[i].name && strcmp(all[i].name, ref) == 0))
+                        hit = i;
+        for (size_t i = 0; i < n; i++)
+                if (i != hit)
+                        cm_container_info_clear(&all[i]);
+        if (hit == SIZE_MAX) {
+                free(all);
+                return cm_err_set(err, ENOENT, "no container \"%s\"; call list_containers for the ids and names", ref);
+        }
+        *ret = all[hit];
+        free(all);
+        if (!cm_container_managed(ret) && !cm_call_app(call)->cfg->allow_unmanaged) {
+                cm_err_set(err, EPERM,
+                           "container \"%s\" was not created by container-mcp (no %s=true label); it is left alone "
+                           "unless the server runs with CONTAINER_MCP_ALLOW_UNMANAGED=1",
+                           ref, CM_LABEL_MANAGED);
+                cm_container_info_clear(ret);
+                return -EPERM;
+        }
+        return 0;
+}
+
+void cm_tool_labels(mcp_call *call, cm_kv ret[4]) {
+        mcp_session *s = mcp_call_session(call);
+        ret[0] = (cm_kv){CM_LABEL_MANAGED, "true"};
+        ret[1] = (cm_kv){CM_LABEL_SESSION, mcp_session_id(s)};
+        ret[2] = (cm_kv){CM_LABEL_CLIENT, mcp_session_client(s)};
+        ret[3] = (cm_kv){CM_LABEL_AGENT, cm_call_app(call)->cfg->agent_name};
+}
+
+json_t *cm_exec_result_json(const cm_exec_result *r) {
+        return json_pack("{s:i, s:o, s:o, s:I, s:b, s:b}", "exitCode", r->exit_code, "stdout",
+                         cm_json_bytes(r->out, r->out_len), "stderr", cm_json_bytes(r->err, r->err_len), "durationMs",
+                         (json_int_t)r->duration_ms, "truncated", r->truncated, "timedOut", r->timed_out);
+}
+
+char *cm_exec_result_text(const cm_exec_result *r) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (!f)
+                return NULL;
+        if (r->out_len)
+                (void)fwrite(r->out, 1, r->out_len, f);
+        if (r->err_len) {
+                fputs(r->out_len && r->out[r->out_len - 1] != '\n' ? "\n[stderr]\n" : "[stderr]\n", f);
+                (void)fwrite(r->err, 1, r->err_len, f);
+        }
+        if (len || r->out_len || r->err_len)
+                fputc('\n', f);
+        fprintf(f, "[exit code %d%s%s, %lld ms]", r->exit_code, r->timed_out ? ", timed out" : "",
+                r->truncated ? ", output truncated" : "", (long long)r->duration_ms);
+        (void)fclose(f);
+        return text;
+}
+
+int cm_tool_argv(const json_t *arr, char ***ret_argv, size_t *ret_argc) {
+        size_t n = json_array_size(arr), i;
+        const json_t *v;
+        char **argv = xcalloc(n + 1, sizeof *argv);
+        json_array_foreach(arr, i, v) argv[i] = xstrdup(json_string_value(v));
+        *ret_argv = argv;
+        *ret_argc = n;
+        return 0;
+}
+
+void cm_tool_argv_free(char **argv) {
+        for (size_t i = 0; argv && argv[i]; i++)
+                free(argv[i]);
+        free(argv);
+}
+
+int cm_tool_env(const json_t *obj, cm_kv **ret, size_t *ret_n, cm_err *err) {
+        const char *k;
+        json_t *v;
+        size_t n = 0;
+        cm_kv *env = xcalloc(json_object_size(obj) + 1, sizeof *env);
+        json_object_foreach((json_t *)obj, k, v) {
+                if (!*k || strchr(k, '=')) {
+                        free(env);
+                        return cm_err_set(err, EINVAL, "env: \"%s\" is not a variable name (no '=' and not empty)", k);
+                }
+                env[n++] = (cm_kv){k, json_string_value(v)};
+        }
+        *ret = env;
+        *ret_n = n;
+        return 0;
+}

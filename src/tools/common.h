@@ -1,0 +1,35 @@
+/* Helpers shared by the container tool families. */
+#ifndef CM_TOOLS_COMMON_H
+#define CM_TOOLS_COMMON_H
+
+#include "tools/tools.h"
+#include "util/json.h"
+
+#define CM_LABEL_MANAGED "dev.container-mcp.managed"
+#define CM_LABEL_SESSION "dev.container-mcp.session"
+#define CM_LABEL_CLIENT "dev.container-mcp.client"
+#define CM_LABEL_AGENT "dev.container-mcp.agent"
+
+/* The active backend; NULL with an error that says why when there is none. */
+cm_backend *cm_tool_backend(mcp_call *call, cm_err *err);
+/* The error for a backend that lacks an operation ("cannot <what>"). */
+int cm_tool_unsupported(cm_backend *b, const char *what, cm_err *err);
+/* Refuse a tool that changes things when CONTAINER_MCP_READONLY is set. */
+int cm_tool_writable(mcp_call *call, const char *tool, cm_err *err);
+/* Find a container by id or name; refuse unmanaged ones unless
+ * CONTAINER_MCP_ALLOW_UNMANAGED. */
+int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);
+bool cm_container_managed(const cm_container_info *c);
+/* The four labels every container gets (strings borrowed from the session). */
+void cm_tool_labels(mcp_call *call, cm_kv ret[4]);
+
+json_t *cm_exec_result_json(const cm_exec_result *r);
+char *cm_exec_result_text(const cm_exec_result *r);
+
+/* A JSON array of strings (already schema-checked) as a NULL-terminated argv. */
+int cm_tool_argv(const json_t *arr, char ***ret_argv, size_t *ret_argc);
+void cm_tool_argv_free(char **argv);
+/* A JSON object of strings as cm_kv pairs (borrowed strings). */
+int cm_tool_env(const json_t *obj, cm_kv **ret, size_t *ret_n, cm_err *err);
+
+#endif

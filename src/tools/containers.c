@@ -1,0 +1,288 @@
+/* run_container and exec_in_container: validate, apply policy, call the
+ * backend, shape the result. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy.h"
+#include "tools/common.h"
+#include "util/cleanup.h"
+
+#define WAIT_TIMEOUT_MS 600000 /* the seed's default for wait-mode runs */
+
+typedef struct run_plan {
+        cm_run_spec spec;
+        char **argv;
+        cm_kv *env;
+        cm_mount *mounts;
+        char **mount_real;
+        cm_port *ports;
+        cm_kv labels[4];
+} run_plan;
+
+static void run_plan_free(run_plan *p) {
+        cm_tool_argv_free(p->argv);
+        free(p->env);
+        for (size_t i = 0; i < p->spec.n_mounts; i++)
+                free(p->mount_real[i]);
+        free(p->mount_real);
+        free(p->mounts);
+        free(p->ports);
+}
+
+static int plan_mounts(const cm_config *cfg, const json_t *arr, run_plan *p, cm_err *err) {
+        size_t n = json_array_size(arr), i;
+        const json_t *m;
+        p->mounts = xcalloc(n + 1, sizeof *p->mounts);
+        p->mount_real = xcalloc(n + 1, sizeof *p->mount_real);
+        json_array_foreach(arr, i, m) {
+                const char *target = cm_json_str(m, "target");
+                if (target[0] != '/' || strstr(target, "/../") || strcmp(target, "/") == 0)
+                        return cm_err_set(err, EINVAL,
+                                          "mounts[%zu].target \"%s\": give an absolute path in the container other "
+                                          "than /, without ..",
+                                          i, target);
+                if (cm_policy_host_path(cfg, cm_json_str(m, "source"), &p->mount_real[i], err) < 0) {
+                        cm_err_prefix(err, "mounts[%zu]", i);
+                        return -EACCES;
+                }
+                p->mounts[i] = (cm_mount){p->mount_real[i], target, json_is_true(json_object_get(m, "readonly"))};
+                p->spec.n_mounts = i + 1;
+        }
+        p->spec.mounts = p->mounts;
+        return 0;
+}
+
+static void plan_ports(const json_t *arr, run_plan *p) {
+        size_t n = json_array_size(arr), i;
+        const json_t *m;
+        p->ports = xcalloc(n + 1, sizeof *p->ports);
+        json_array_foreach(arr, i, m) {
+                const char *proto = cm_json_str(m, "protocol");
+                p->ports[i] = (cm_port){(uint16_t)json_integer_value(json_object_get(m, "hostPort")),
+                                        (uint16_t)json_integer_value(json_object_get(m, "containerPort")),
+                                        proto ? proto : "tcp"};
+        }
+        p->spec.ports = p->ports;
+        p->spec.n_ports = n;
+}
+
+static int plan_limits(const cm_config *cfg, const json_t *args, run_plan *p, cm_err *err) {
+        const json_t *mem = json_object_get(args, "memory"), *cpus = json_object_get(args, "cpus");
+        p->spec.cpus = cpus ? json_number_value(cpus) : cfg->default_cpus;
+        p->spec.memory_bytes = cfg->default_memory;
+        if (json_is_integer(mem))
+                p->spec.memory_bytes = json_integer_value(mem);
+        else if (json_is_string(mem) && cm_parse_size(json_string_value(mem), &p->spec.memory_bytes) < 0)
+                return cm_err_set(err, EINVAL, "memory \"%s\": give a size like 512m or 2g", json_string_value(mem));
+        if (p->spec.memory_bytes < (4 << 20))
+                return cm_err_set(err, EINVAL, "memory: at least 4m, so the container can start");
+        p->spec.pids = 512;
+        return 0;
+}
+
+static int plan_run(mcp_call *call, const json_t *args, run_plan *p, cm_err *err) {
+        const cm_config *cfg = cm_call_app(call)->cfg;
+        const json_t *cmd = json_object_get(args, "command"), *env = json_object_get(args, "env");
+        const char *name = cm_json_str(args, "name");
+        const json_t *timeout = json_object_get(args, "timeout");
+
+        p->spec.image = cm_json_str(args, "image");
+        if (cm_policy_image(p->spec.image, err) < 0 || (name && cm_policy_name(name, err) < 0))
+                return -EINVAL;
+        p->spec.name = name;
+        if (cmd && json_array_size(cmd) > 0) {
+                cm_tool_argv(cmd, &p->argv, &p->spec.argc);
+                p->spec.argv = p->argv;
+        }
+        if (env && cm_tool_env(env, &p->env, &p->spec.n_env, err) < 0)
+                return -EINVAL;
+        p->spec.env = p->env;
+        p->spec.workdir = cm_json_str(args, "workdir");
+        if (plan_limits(cfg, args, p, err) < 0 || plan_mounts(cfg, json_object_get(args, "mounts"), p, err) < 0)
+                return -EINVAL;
+        plan_ports(json_object_get(args, "ports"), p);
+        /* network: true per call, or on for every call with ALLOW_NETWORK. */
+        p->spec.network = json_is_true(json_object_get(args, "network")) || cfg->allow_network;
+        p->spec.readonly_rootfs = json_is_true(json_object_get(args, "readonlyRootfs"));
+        p->spec.timeout_ms = timeout ? json_integer_value(timeout) * 1000 : WAIT_TIMEOUT_MS;
+        cm_tool_labels(call, p->labels);
+        p->spec.labels = p->labels;
+        p->spec.n_labels = 4;
+        return 0;
+}
+
+static int count_managed_running(cm_backend *b, size_t *ret, cm_err *err) {
+        cm_container_info *all = NULL;
+        size_t n = 0;
+        *ret = 0;
+        if (b->ops->list(b, false, &all, &n, err) < 0)
+                return -1;
+        for (size_t i = 0; i < n; i++) {
+                *ret += cm_container_managed(&all[i]);
+                cm_container_info_clear(&all[i]);
+        }
+        free(all);
+        return 0;
+}
+
+static int run_container(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
+        cm_app *app = cm_call_app(call);
+        bool wait = json_is_true(json_object_get(args, "wait"));
+        cm_backend *b = cm_tool_backend(call, err);
+        cm_cancel cancel = {mcp_call_cancel_fd(call)};
+        run_plan p = {0};
+        size_t running;
+        int r = -1;
+
+        if (!b || cm_tool_writable(call, "run_container", err) < 0)
+                return -1;
+        if ((wait ? !b->ops->run_wait : !b->ops->run) || !b->ops->list)
+                return cm_tool_unsupported(b, "run containers yet", err);
+        if (count_managed_running(b, &running, err) < 0)
+                return -1;
+        if (running >= app->cfg->max_containers)
+                return cm_err_set(err, EBUSY,
+                                  "%zu containers are running, the most CONTAINER_MCP_MAX_CONTAINERS allows; remove "
+                                  "some with remove_container (list_containers shows them) or raise the limit",
+                                  running);
+        if (plan_run(call, args, &p, err) < 0)
+                goto out;
+        if (wait) {
+                cm_exec_result res = {0};
+                mcp_call_progress(call, 0, 1, "starting");
+                if (b->ops->run_wait(b, &p.spec, &cancel, &res, err) == 0) {
+                        *ret = cm_exec_result_json(&res);
+                        *ret_text = cm_exec_result_text(&res);
+                        r = 0;
+                }
+                cm_exec_result_clear(&res);
+        } else {
+                cleanup_free char *id = NULL;
+                if (b->ops->run(b, &p.spec, &id, err) == 0) {
+                        *ret = json_pack("{s:s, s:s?, s:s, s:s}", "id", id, "name", p.spec.name, "image",
+                                         p.spec.image, "state", "running");
+                        *ret_text = xasprintf("started container %s (image %s); use exec_in_container with "
+                                              "container \"%s\"",
+                                              id, p.spec.image, id);
+                        r = 0;
+                }
+        }
+out:
+        run_plan_free(&p);
+        return r;
+}
+
+static int exec_in_container(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
+        cm_backend *b = cm_tool_backend(call, err);
+        cm_cancel cancel = {mcp_call_cancel_fd(call)};
+        cm_container_info info = {0};
+        cm_exec_spec spec = {0};
+        cm_exec_result res = {0};
+        char **argv = NULL;
+        cm_kv *env = NULL;
+        const char *in = cm_json_str(args, "stdin");
+        const json_t *timeout = json_object_get(args, "timeout");
+        int r = -1;
+
+        if (!b || cm_tool_writable(call, "exec_in_container", err) < 0)
+                return -1;
+        if (!b->ops->exec)
+                return cm_tool_unsupported(b, "exec in containers yet", err);
+        if (cm_tool_find(call, b, cm_json_str(args, "container"), &info, err) < 0)
+                return -1;
+        cm_tool_argv(json_object_get(args, "command"), &argv, &spec.argc);
+        spec.argv = argv;
+        if (json_object_get(args, "env") && cm_tool_env(json_object_get(args, "env"), &env, &spec.n_env, err) < 0)
+                goto out;
+        spec.env = env;
+        spec.workdir = cm_json_str(args, "workdir");
+        spec.stdin_data = in;
+        spec.stdin_len = in ? strlen(in) : 0;
+        spec.timeout_ms = timeout ? json_integer_value(timeout) * 1000 : cm_call_app(call)->cfg->timeout_ms;
+        if (b->ops->exec(b, info.id, &spec, &cancel, &res, err) == 0) {
+                *ret = cm_exec_result_json(&res);
+                *ret_text = cm_exec_result_text(&res);
+                r = 0;
+        }
+out:
+        cm_exec_result_clear(&res);
+        cm_container_info_clear(&info);
+        cm_tool_argv_free(argv);
+        free(env);
+        return r;
+}
+
+#define ENV_SCHEMA                                                                                                     \
+        "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"                                \
+        "\"description\":\"Environment variables, e.g. {\\\"DEBUG\\\":\\\"1\\\"}.\"}"
+#define EXEC_RESULT_SCHEMA                                                                                             \
+        "{\"type\":\"object\",\"properties\":{\"exitCode\":{\"type\":\"integer\"},\"stdout\":{\"type\":\"string\"},"  \
+        "\"stderr\":{\"type\":\"string\"},\"durationMs\":{\"type\":\"integer\"},\"truncated\":{\"type\":\"boolean\"},"  \
+        "\"timedOut\":{\"type\":\"boolean\"}},\"required\":[\"exitCode\",\"stdout\",\"stderr\"]}"
+
+static const mcp_tool tools[] = {
+        {
+                .name = "run_container",
+                .title = "Run a container",
+                .description =
+                        "Run a command in a new isolated container. With wait: true it runs to completion and "
+                        "returns {exitCode, stdout, stderr, durationMs, truncated}; otherwise the container keeps "
+                        "running for exec_in_container. Image \"host\" is built in (the host's /usr read-only, a "
+                        "writable /workspace and /tmp: python3 works with no download). No network unless "
+                        "network: true; host paths only from CONTAINER_MCP_ALLOWED_MOUNTS.",
+                .input_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"image\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":512,"
+                        "\"description\":\"Image: \\\"host\\\" (built in) or an imported/pulled image.\"},"
+                        "\"name\":{\"type\":\"string\",\"maxLength\":128,\"description\":\"Optional name.\"},"
+                        "\"command\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":4096,"
+                        "\"description\":\"argv, no shell: [\\\"python3\\\",\\\"-c\\\",\\\"print(1)\\\"].\"},"
+                        ENV_SCHEMA ","
+                        "\"workdir\":{\"type\":\"string\",\"description\":\"Working directory (default /workspace).\"},"
+                        "\"mounts\":{\"type\":\"array\",\"maxItems\":64,\"items\":{\"type\":\"object\",\"properties\":{"
+                        "\"source\":{\"type\":\"string\"},\"target\":{\"type\":\"string\"},\"readonly\":{\"type\":"
+                        "\"boolean\"}},\"required\":[\"source\",\"target\"],\"additionalProperties\":false},"
+                        "\"description\":\"Host paths (under CONTAINER_MCP_ALLOWED_MOUNTS) to mount.\"},"
+                        "\"cpus\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1024},"
+                        "\"memory\":{\"type\":[\"string\",\"integer\"],\"description\":\"e.g. 512m, 2g.\"},"
+                        "\"network\":{\"type\":\"boolean\",\"description\":\"Allow outbound network (default off).\"},"
+                        "\"ports\":{\"type\":\"array\",\"maxItems\":32,\"items\":{\"type\":\"object\",\"properties\":{"
+                        "\"hostPort\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":65535},"
+                        "\"containerPort\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535},"
+                        "\"protocol\":{\"enum\":[\"tcp\",\"udp\"]}},\"required\":[\"containerPort\"],"
+                        "\"additionalProperties\":false},\"description\":\"Publish ports on 127.0.0.1.\"},"
+                        "\"readonlyRootfs\":{\"type\":\"boolean\"},"
+                        "\"wait\":{\"type\":\"boolean\",\"description\":\"Run to completion and return the output.\"},"
+                        "\"timeout\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,"
+                        "\"description\":\"Seconds before a wait-mode run is killed (default 600).\"}},"
+                        "\"required\":[\"image\"],\"additionalProperties\":false}",
+                .output_schema = "{\"type\":\"object\"}",
+                .hints = MCP_HINT_DESTRUCTIVE,
+                .toolset = "containers",
+                .handler = run_container,
+        },
+        {
+                .name = "exec_in_container",
+                .title = "Exec in a container",
+                .description = "Run a command in a running container and return {exitCode, stdout, stderr}. "
+                               "argv, no shell: use [\"sh\",\"-c\",\"...\"] for shell syntax.",
+                .input_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"container\":{\"type\":\"string\",\"minLength\":1,\"description\":\"Id or name.\"},"
+                        "\"command\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,"
+                        "\"maxItems\":4096},"
+                        ENV_SCHEMA ","
+                        "\"workdir\":{\"type\":\"string\"},"
+                        "\"stdin\":{\"type\":\"string\",\"description\":\"Bytes for the command's stdin.\"},"
+                        "\"timeout\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,"
+                        "\"description\":\"Seconds before the command and its children are killed.\"}},"
+                        "\"required\":[\"container\",\"command\"],\"additionalProperties\":false}",
+                .output_schema = EXEC_RESULT_SCHEMA,
+                .hints = MCP_HINT_DESTRUCTIVE,
+                .toolset = "containers",
+                .handler = exec_in_container,
+        },
+};
+
+const cm_toolset cm_toolset_run = {"containers", tools, ARRAY_SIZE(tools)};
