@@ -97,13 +97,17 @@ char *cm_exec_result_text(const cm_exec_result *r) {
         FILE *f = open_memstream(&text, &len);
         if (!f)
                 return NULL;
-        if (r->out_len)
+        const char *last = NULL;
+        if (r->out_len) {
                 (void)fwrite(r->out, 1, r->out_len, f);
-        if (r->err_len) {
-                fputs(r->out_len && r->out[r->out_len - 1] != '\n' ? "\n[stderr]\n" : "[stderr]\n", f);
-                (void)fwrite(r->err, 1, r->err_len, f);
+                last = &r->out[r->out_len - 1];
         }
-        if (len || r->out_len || r->err_len)
+        if (r->err_len) {
+                fputs(last && *last != '\n' ? "\n[stderr]\n" : "[stderr]\n", f);
+                (void)fwrite(r->err, 1, r->err_len, f);
+                last = &r->err[r->err_len - 1];
+        }
+        if (last && *last != '\n')
                 fputc('\n', f);
         fprintf(f, "[exit code %d%s%s, %lld ms]", r->exit_code, r->timed_out ? ", timed out" : "",
                 r->truncated ? ", output truncated" : "", (long long)r->duration_ms);

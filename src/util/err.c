@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static void set_va(cm_err *err, int code, const char *fmt, va_list ap) {
+__attribute__((format(printf, 3, 0))) static void set_va(cm_err *err, int code, const char *fmt, va_list ap) {
         if (!err)
                 return;
         err->code = code > 0 ? code : (code < 0 ? -code : EIO);

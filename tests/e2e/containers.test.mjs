@@ -1,0 +1,235 @@
+// The container tools on the native runtime, through the official SDK client
+// over stdio: the seed's "aha", the lifecycle, containment and policy.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { stdioClient, tmpDir } from './lib.mjs';
+
+const T = { timeout: 60000 };
+
+// Every server of this file keeps its records and scratch dir in one temp
+// state dir, and may mount only `allowed`.
+const state = tmpDir('cmcp-state-');
+const allowed = tmpDir('cmcp-allowed-');
+const outside = tmpDir('cmcp-outside-');
+const ENV = { CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed };
+
+async function open(env = {}) {
+  return stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
+}
+
+async function call(s, name, args, opts) {
+  return s.client.callTool({ name, arguments: args }, undefined, opts);
+}
+
+function ok(r) {
+  assert.notEqual(r.isError, true, r.content?.[0]?.text);
+  return r.structuredContent;
+}
+
+function refused(r, ...patterns) {
+  assert.equal(r.isError, true, `expected a refusal, got ${JSON.stringify(r.structuredContent)}`);
+  for (const p of patterns) assert.match(r.content[0].text, p);
+  return r.content[0].text;
+}
+
+// Runs to completion in a fresh sandbox of the host image.
+async function run(s, command, extra = {}) {
+  return ok(await call(s, 'run_container', { image: 'host', command, wait: true, ...extra }));
+}
+
+let nativeReason = null;
+
+before(async () => {
+  const s = await open();
+  try {
+    const st = ok(await call(s, 'system_status', {}));
+    const native = st.backends.find((b) => b.name === 'native');
+    if (!native.available) nativeReason = `native runtime unavailable here: ${native.reason}`;
+  } finally {
+    await s.close().finally(() => s.kill());
+  }
+});
+
+after(() => {
+  for (const d of [allowed, outside]) fs.rmSync(d, { recursive: true, force: true });
+});
+
+describe('containers on the native runtime', () => {
+  test('the aha: python3 in a fresh sandbox prints 499500', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const s = await open();
+    try {
+      const r = await run(s, ['python3', '-c', 'print(sum(range(1000)))']);
+      assert.equal(r.exitCode, 0, r.stderr);
+      assert.equal(r.stdout, '499500\n');
+      assert.equal(r.truncated, false);
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+
+  test('lifecycle: run, exec, list with labels, stats, logs, inspect, stop, remove', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const s = await open({ CONTAINER_MCP_AGENT_NAME: 'e2e-agent' });
+    try {
+      const started = ok(await call(s, 'run_container', {
+        image: 'host', name: 'keeper', command: ['sh', '-c', 'echo started; exec sleep 300'],
+      }));
+      assert.equal(started.name, 'keeper');
+      const ex = ok(await call(s, 'exec_in_container', {
+        container: 'keeper', command: ['sh', '-c', 'cat; echo "$GREETING"; pwd'],
+        stdin: 'from stdin\n', env: { GREETING: 'hello' },
+      }));
+      assert.equal(ex.exitCode, 0);
+      assert.equal(ex.stdout, 'from stdin\nhello\n/workspace\n');
+
+      const list = ok(await call(s, 'list_containers', {})).containers;
+      const mine = list.find((c) => c.name === 'keeper');
+      assert.ok(mine, JSON.stringify(list));
+      assert.equal(mine.state, 'running');
+      assert.equal(mine.labels['dev.container-mcp.managed'], 'true');
+      assert.equal(mine.labels['dev.container-mcp.agent'], 'e2e-agent');
+      assert.equal(mine.labels['dev.container-mcp.client'], 'container-mcp-e2e'); // the SDK client's clientInfo.name
+      assert.match(mine.labels['dev.container-mcp.session'], /^[0-9a-f]{32}$/);
+
+      const stats = ok(await call(s, 'container_stats', { container: 'keeper' }));
+      assert.ok(stats.pids >= 1, JSON.stringify(stats));
+      assert.ok(stats.memoryLimitBytes > 0, JSON.stringify(stats));
+      const logs = ok(await call(s, 'container_logs', { container: 'keeper' }));
+      assert.match(logs.logs, /started/);
+      const insp = ok(await call(s, 'inspect_container', { container: started.id }));
+      assert.equal(insp.id, started.id);
+
+      ok(await call(s, 'stop_container', { container: 'keeper', timeout: 1 }));
+      ok(await call(s, 'remove_container', { container: 'keeper' }));
+      const all = ok(await call(s, 'list_containers', { all: true })).containers;
+      assert.equal(all.find((c) => c.name === 'keeper'), undefined);
+      refused(await call(s, 'exec_in_container', { container: 'keeper', command: ['true'] }), /no container/);
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+
+  test('containment: no host processes, no writes outside, no network, no mount, no sysrq', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const listener = net.createServer((c) => c.end('leak'));
+    await new Promise((res) => listener.listen(0, '127.0.0.1', res));
+    const port = listener.address().port;
+    const s = await open();
+    try {
+      const procs = await run(s, ['sh', '-c', 'ls /proc | grep -c "^[0-9]"']);
+      assert.ok(Number(procs.stdout) <= 4, `sandbox sees ${procs.stdout.trim()} processes`);
+      const pid = await run(s, ['test', '-e', `/proc/${s.pid}`]);
+      assert.notEqual(pid.exitCode, 0, 'the server process is visible inside the sandbox');
+
+      const write = await run(s, ['sh', '-c', 'touch /usr/evil || touch /etc/evil || echo refused']);
+      assert.match(write.stdout, /refused/);
+      assert.equal(fs.existsSync('/usr/evil') || fs.existsSync('/etc/evil'), false);
+      const scratch = await run(s, ['sh', '-c', 'echo ok > /workspace/f && echo ok > /tmp/f && cat /workspace/f /tmp/f']);
+      assert.equal(scratch.stdout, 'ok\nok\n');
+
+      const connect = await run(s, ['python3', '-c',
+        `import socket; s=socket.create_connection(("127.0.0.1", ${port}), 2); print(s.recv(4))`]);
+      assert.notEqual(connect.exitCode, 0, `the sandbox reached the host listener: ${connect.stdout}`);
+
+      const mount = await run(s, ['sh', '-c', 'mkdir -p /tmp/m && mount -t tmpfs none /tmp/m && echo mounted']);
+      assert.doesNotMatch(mount.stdout, /mounted/);
+      const sysrq = await run(s, ['sh', '-c', 'echo h > /proc/sysrq-trigger && echo wrote']);
+      assert.doesNotMatch(sysrq.stdout, /wrote/);
+    } finally {
+      listener.close();
+      await s.close().finally(() => s.kill());
+    }
+  });
+
+  test('limits: a timeout kills the run, output is capped', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const s = await open();
+    try {
+      const t0 = Date.now();
+      const slow = await run(s, ['sh', '-c', 'sleep 60 & sleep 60'], { timeout: 1 });
+      assert.equal(slow.timedOut, true);
+      assert.ok(Date.now() - t0 < 15000, 'the timeout took too long');
+      const flood = await run(s, ['sh', '-c', 'head -c 5000000 /dev/zero | tr "\\0" x']);
+      assert.equal(flood.truncated, true);
+      assert.ok(flood.stdout.length <= 1 << 20, `stdout of ${flood.stdout.length} bytes`);
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+
+  test('cancellation stops a running wait-mode container and leaves nothing behind', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const s = await open();
+    try {
+      const ac = new AbortController();
+      const p = call(s, 'run_container', { image: 'host', command: ['sleep', '120'], wait: true }, { signal: ac.signal });
+      // Abort once the container exists.
+      for (let i = 0; i < 200; i++) {
+        const all = ok(await call(s, 'list_containers', { all: true })).containers;
+        if (all.length) break;
+      }
+      const t0 = Date.now();
+      ac.abort();
+      await assert.rejects(p);
+      assert.ok(Date.now() - t0 < 2000);
+      let left = [];
+      for (let i = 0; i < 200; i++) {
+        left = ok(await call(s, 'list_containers', { all: true })).containers;
+        if (!left.length) break;
+      }
+      assert.deepEqual(left, []);
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+
+  test('policy: mounts under the allowlist only, symlinks resolved first, flag-like values refused', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    fs.writeFileSync(path.join(allowed, 'hello.txt'), 'hi from the host\n');
+    fs.writeFileSync(path.join(outside, 'secret.txt'), 'secret\n');
+    fs.symlinkSync(outside, path.join(allowed, 'escape'));
+    const s = await open();
+    try {
+      const r = await run(s, ['cat', '/data/hello.txt'], { mounts: [{ source: allowed, target: '/data', readonly: true }] });
+      assert.equal(r.stdout, 'hi from the host\n');
+      refused(await call(s, 'run_container', {
+        image: 'host', command: ['true'], wait: true, mounts: [{ source: outside, target: '/x' }],
+      }), /not under CONTAINER_MCP_ALLOWED_MOUNTS/);
+      refused(await call(s, 'run_container', {
+        image: 'host', command: ['true'], wait: true, mounts: [{ source: path.join(allowed, 'escape'), target: '/x' }],
+      }), /resolves to/, /CONTAINER_MCP_ALLOWED_MOUNTS/);
+      refused(await call(s, 'run_container', { image: '--privileged', command: ['true'], wait: true }), /starts with '-'/);
+      refused(await call(s, 'run_container', { image: 'host', name: '-rf', command: ['true'] }), /name/);
+      // A flag-like command is just argv inside the sandbox, never a host flag.
+      const dash = await call(s, 'run_container', { image: 'host', command: ['--version'], wait: true });
+      assert.ok(dash.isError || dash.structuredContent.exitCode !== 0);
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+
+  test('read-only mode and the container cap refuse with what to change', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const ro = await open({ CONTAINER_MCP_READONLY: '1' });
+    try {
+      refused(await call(ro, 'run_container', { image: 'host', command: ['true'], wait: true }), /CONTAINER_MCP_READONLY/);
+      ok(await call(ro, 'list_containers', {}));
+    } finally {
+      await ro.close().finally(() => ro.kill());
+    }
+    const one = await open({ CONTAINER_MCP_MAX_CONTAINERS: '1' });
+    try {
+      const a = ok(await call(one, 'run_container', { image: 'host', command: ['sleep', '300'] }));
+      refused(await call(one, 'run_container', { image: 'host', command: ['sleep', '300'] }),
+        /CONTAINER_MCP_MAX_CONTAINERS/);
+      ok(await call(one, 'remove_container', { container: a.id, force: true }));
+    } finally {
+      await one.close().finally(() => one.kill());
+    }
+  });
+});
