@@ -80,6 +80,9 @@ typedef struct mcp_tool {
         unsigned hints;            /* enum mcp_tool_hint */
         const char *toolset;       /* family, for CONTAINER_MCP_TOOLSETS */
         mcp_tool_fn handler;
+        /* The handler never blocks and returns in microseconds: a transport
+         * may run it on its reader thread instead of handing it off. */
+        bool quick;
 } mcp_tool;
 
 /* ---- server ----------------------------------------------------------- */
@@ -131,6 +134,8 @@ void mcp_send_error(mcp_sink *out, const json_t *id, int code, const char *msg);
 /* True when handling `msg` may take long (tools/call, or a batch holding
  * one): run it off the thread that reads the next message. */
 bool mcp_message_is_slow(const json_t *msg);
+/* True when `msg` is a tools/call of a tool marked quick. */
+bool mcp_message_is_quick_call(mcp_server *srv, const json_t *msg);
 /* True when `msg` holds at least one request (something that gets a reply). */
 bool mcp_message_has_request(const json_t *msg);
 /* True when `msg` is an initialize request. */

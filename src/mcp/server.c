@@ -95,6 +95,15 @@ const reg_tool *mcp_server_find_tool(mcp_server *srv, const char *name) {
         return NULL;
 }
 
+bool mcp_message_is_quick_call(mcp_server *srv, const json_t *msg) {
+        const char *method = json_string_value(json_object_get(msg, "method"));
+        const reg_tool *t;
+        if (!method || strcmp(method, "tools/call") != 0)
+                return false;
+        t = mcp_server_find_tool(srv, json_string_value(json_object_get(json_object_get(msg, "params"), "name")));
+        return t && t->tool->quick;
+}
+
 /* Cursors are opaque to clients; ours is the offset of the next page. */
 static int parse_cursor(const json_t *params, size_t n, size_t *ret_off) {
         const json_t *c = json_object_get(params, "cursor");

@@ -66,6 +66,7 @@ static const mcp_tool tools[] = {
                 .hints = MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT,
                 .toolset = "diagnostics",
                 .handler = echo,
+                .quick = true,
         },
         {
                 .name = "sleep",

@@ -1,9 +1,15 @@
 /* MCP over stdio: one JSON-RPC message per line on in_fd, replies on out_fd.
  *
- * The reader thread parses lines and handles quick messages itself; tools/call
- * goes to a small pool of worker threads so that a long call does not hold up
- * ping, cancellation or other calls.  A line longer than the message cap is
- * refused and skipped without being held in memory. */
+ * Leader/followers: one thread at a time holds the reader role.  It reads
+ * and parses a message and, when the message is quick (anything but
+ * tools/call), answers it itself and reads on.  For a tool call it first
+ * hands the reader role to an idle thread (or a new one), then runs the call
+ * itself.  So a quick message costs no thread hand-off, and a long call
+ * never holds up ping, cancellation or other calls.  Tools marked quick
+ * (they never block) are answered by the reader like any quick message.
+ *
+ * A line longer than the message cap is refused as soon as it passes the cap
+ * and the rest of it is skipped: memory stays bounded by the cap. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -18,7 +24,7 @@
 #include "util/json.h"
 
 #define READ_CHUNK (64 * 1024)
-#define MAX_WORKERS 64
+#define MAX_THREADS 64
 /* Closing stdin is how an MCP client asks a stdio server to shut down; calls
  * still running get this long to answer before they are cancelled. */
 #define EOF_GRACE_MS 1000
@@ -63,73 +69,195 @@ static int out_send(mcp_sink *self, const char *json, size_t len) {
         return r;
 }
 
-/* ---- the worker pool ---------------------------------------------------- */
-
-typedef struct job {
-        json_t *msg;
-        struct job *next;
-} job;
-
-typedef struct pool {
+typedef struct stdio_srv {
         pthread_mutex_t lock;
-        pthread_cond_t cond;
-        pthread_cond_t drained; /* no job queued or running */
-        job *head, **tail;
-        unsigned idle;
-        unsigned busy;
-        unsigned n_threads;
-        pthread_t threads[MAX_WORKERS];
-        bool closing;
+        pthread_cond_t follow;  /* followers wait here for the reader role */
+        pthread_cond_t drained; /* no call running */
+        bool reader_taken;
+        bool done; /* input is over: EOF, a read error or a stop request */
+        unsigned idle, busy, n_threads;
+        pthread_t threads[MAX_THREADS];
+
+        /* The reader's state, touched only by the thread holding the role. */
+        int in_fd;
+        char *buf;
+        size_t start, len, cap; /* pending bytes are buf[start, len) */
+        size_t max;
+        bool skipping; /* inside a line that was over the cap */
+        bool eof;
+        cm_err read_err;
+
+        mcp_server *srv;
         mcp_session *session;
         mcp_sink *out;
-} pool;
+} stdio_srv;
 
-static void *worker(void *arg) {
-        pool *p = arg;
-        (void)pthread_mutex_lock(&p->lock);
-        for (;;) {
-                job *j;
-                while (!p->head && !p->closing) {
-                        p->idle++;
-                        (void)pthread_cond_wait(&p->cond, &p->lock);
-                        p->idle--;
-                }
-                if (!p->head)
-                        break;
-                j = p->head;
-                p->head = j->next;
-                if (!p->head)
-                        p->tail = &p->head;
-                p->busy++;
-                (void)pthread_mutex_unlock(&p->lock);
-                mcp_session_handle(p->session, j->msg, p->out);
-                json_decref(j->msg);
-                free(j);
-                (void)pthread_mutex_lock(&p->lock);
-                if (--p->busy == 0 && !p->head)
-                        (void)pthread_cond_broadcast(&p->drained);
+/* ---- reading one message ------------------------------------------------ */
+
+static json_t *parse_line(stdio_srv *s, const char *line, size_t n) {
+        while (n > 0 && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t'))
+                n--;
+        return n ? mcp_parse(line, n, s->out) : NULL;
+}
+
+static void refuse_oversized(stdio_srv *s) {
+        cleanup_free char *text = xasprintf(
+                "message refused: it is longer than %zu bytes, the cap set by CONTAINER_MCP_MAX_MESSAGE_BYTES "
+                "(or --max-message-bytes); send smaller messages, e.g. split file content across calls",
+                s->max);
+        mcp_send_error(s->out, NULL, MCP_INVALID_REQUEST, text);
+}
+
+/* Drop a long line's bytes and give their memory back. */
+static void release_buffer(stdio_srv *s) {
+        free(s->buf);
+        s->buf = NULL;
+        s->cap = s->start = s->len = 0;
+}
+
+/* Read more bytes into the buffer; false at EOF, on error or on a stop. */
+static bool fill(stdio_srv *s) {
+        struct pollfd pfd[2] = {{s->in_fd, POLLIN, 0}, {cm_stop_fd(), POLLIN, 0}};
+        ssize_t n;
+        if (s->start > 0) {
+                memmove(s->buf, s->buf + s->start, s->len - s->start);
+                s->len -= s->start;
+                s->start = 0;
         }
-        (void)pthread_mutex_unlock(&p->lock);
+        if (s->cap - s->len < READ_CHUNK / 2) {
+                s->cap = s->cap ? s->cap * 2 : READ_CHUNK;
+                if (s->cap > s->max + READ_CHUNK)
+                        s->cap = s->max + READ_CHUNK;
+                s->buf = xrealloc(s->buf, s->cap);
+        }
+        for (;;) {
+                if (poll(pfd, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return cm_err_sys(&s->read_err, errno, "stdio: poll"), false;
+                }
+                if (pfd[1].revents)
+                        return false;
+                n = read(s->in_fd, s->buf + s->len, s->cap - s->len);
+                if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                        continue;
+                if (n < 0)
+                        return cm_err_sys(&s->read_err, errno, "stdio: read"), false;
+                s->eof = n == 0;
+                s->len += (size_t)n;
+                return n > 0;
+        }
+}
+
+/* The next message, or NULL when the input is over.  Blank lines are
+ * skipped; malformed and oversized ones are answered with an error here. */
+static json_t *next_message(stdio_srv *s) {
+        for (;;) {
+                char *line = s->buf + s->start;
+                char *nl = s->len > s->start ? memchr(line, '\n', s->len - s->start) : NULL;
+                size_t n = nl ? (size_t)(nl - line) : s->len - s->start;
+                json_t *m = NULL;
+
+                if (nl) {
+                        s->start += n + 1;
+                        if (s->skipping)
+                                s->skipping = false;
+                        else if (n > s->max)
+                                refuse_oversized(s);
+                        else
+                                m = parse_line(s, line, n);
+                        if (m)
+                                return m;
+                        continue;
+                }
+                if (s->skipping) {
+                        s->start = s->len = 0; /* still inside the long line */
+                } else if (n > s->max) {
+                        refuse_oversized(s);
+                        release_buffer(s);
+                        s->skipping = true;
+                }
+                if (s->eof || !fill(s)) {
+                        /* A last line without a newline still counts. */
+                        if (s->eof && !s->skipping && s->len > s->start) {
+                                m = parse_line(s, s->buf + s->start, s->len - s->start);
+                                s->start = s->len;
+                                if (m)
+                                        return m;
+                        }
+                        return NULL;
+                }
+        }
+}
+
+/* ---- leader/followers --------------------------------------------------- */
+
+static void *follower_main(void *arg);
+
+/* Called with the lock held, by a reader about to run a long call. */
+static void pass_reader_role(stdio_srv *s) {
+        s->reader_taken = false;
+        if (s->idle > 0)
+                (void)pthread_cond_signal(&s->follow);
+        else if (s->n_threads < MAX_THREADS &&
+                 pthread_create(&s->threads[s->n_threads], NULL, follower_main, s) == 0)
+                s->n_threads++;
+        /* else every thread is in a call: the first to finish reads on */
+}
+
+/* Read and answer as the reader; returns (lock held) after passing the role
+ * on and running one long call, or when the input is over. */
+static void lead(stdio_srv *s) {
+        for (;;) {
+                json_t *m = next_message(s);
+                if (!m) {
+                        (void)pthread_mutex_lock(&s->lock);
+                        s->done = true;
+                        s->reader_taken = false;
+                        (void)pthread_cond_broadcast(&s->follow);
+                        return;
+                }
+                if (!mcp_message_is_slow(m) || mcp_message_is_quick_call(s->srv, m)) {
+                        mcp_session_handle(s->session, m, s->out);
+                        json_decref(m);
+                        continue;
+                }
+                (void)pthread_mutex_lock(&s->lock);
+                pass_reader_role(s);
+                s->busy++;
+                (void)pthread_mutex_unlock(&s->lock);
+                mcp_session_handle(s->session, m, s->out);
+                json_decref(m);
+                (void)pthread_mutex_lock(&s->lock);
+                if (--s->busy == 0)
+                        (void)pthread_cond_broadcast(&s->drained);
+                return;
+        }
+}
+
+static void serve_loop(stdio_srv *s) {
+        (void)pthread_mutex_lock(&s->lock);
+        while (!s->done) {
+                if (s->reader_taken) {
+                        s->idle++;
+                        (void)pthread_cond_wait(&s->follow, &s->lock);
+                        s->idle--;
+                        continue;
+                }
+                s->reader_taken = true;
+                (void)pthread_mutex_unlock(&s->lock);
+                lead(s); /* returns with the lock held */
+        }
+        (void)pthread_mutex_unlock(&s->lock);
+}
+
+static void *follower_main(void *arg) {
+        serve_loop(arg);
         return NULL;
 }
 
-static void pool_submit(pool *p, json_t *msg) {
-        job *j = xcalloc(1, sizeof *j);
-        j->msg = msg;
-        (void)pthread_mutex_lock(&p->lock);
-        *p->tail = j;
-        p->tail = &j->next;
-        /* Grow while every worker is busy, so a slow call never queues a
-         * quick one behind it (up to the cap). */
-        if (p->idle == 0 && p->n_threads < MAX_WORKERS &&
-            pthread_create(&p->threads[p->n_threads], NULL, worker, p) == 0)
-                p->n_threads++;
-        (void)pthread_cond_signal(&p->cond);
-        (void)pthread_mutex_unlock(&p->lock);
-}
-
-/* Wait up to `ms` for every queued and running job to finish. */
-static void pool_drain(pool *p, int ms) {
+/* Wait up to `ms` for the calls still running to finish. */
+static void drain(stdio_srv *s, int ms) {
         struct timespec deadline;
         (void)clock_gettime(CLOCK_MONOTONIC, &deadline);
         deadline.tv_sec += ms / 1000;
@@ -138,143 +266,50 @@ static void pool_drain(pool *p, int ms) {
                 deadline.tv_sec++;
                 deadline.tv_nsec -= 1000000000;
         }
-        (void)pthread_mutex_lock(&p->lock);
-        while ((p->head || p->busy) && pthread_cond_timedwait(&p->drained, &p->lock, &deadline) == 0)
+        (void)pthread_mutex_lock(&s->lock);
+        while (s->busy && pthread_cond_timedwait(&s->drained, &s->lock, &deadline) == 0)
                 ;
-        (void)pthread_mutex_unlock(&p->lock);
-}
-
-static void pool_close(pool *p) {
-        (void)pthread_mutex_lock(&p->lock);
-        p->closing = true;
-        (void)pthread_cond_broadcast(&p->cond);
-        (void)pthread_mutex_unlock(&p->lock);
-        for (unsigned i = 0; i < p->n_threads; i++)
-                (void)pthread_join(p->threads[i], NULL);
-}
-
-/* ---- the reader --------------------------------------------------------- */
-
-typedef struct reader {
-        mcp_server *srv;
-        mcp_session *session;
-        mcp_sink *out;
-        pool *pool;
-        char *line;
-        size_t len, cap, max;
-        bool skipping; /* inside a line that was over the cap */
-} reader;
-
-static void handle_line(reader *r, const char *buf, size_t len) {
-        json_t *msg;
-        while (len > 0 && (buf[len - 1] == '\r' || buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-                len--;
-        if (len == 0)
-                return;
-        msg = mcp_parse(buf, len, r->out);
-        if (!msg)
-                return;
-        if (mcp_message_is_slow(msg))
-                return pool_submit(r->pool, msg);
-        mcp_session_handle(r->session, msg, r->out);
-        json_decref(msg);
-}
-
-static void refuse_oversized(reader *r) {
-        cleanup_free char *text = xasprintf(
-                "message refused: it is longer than %zu bytes, the cap set by CONTAINER_MCP_MAX_MESSAGE_BYTES "
-                "(or --max-message-bytes); send smaller messages, e.g. split file content across calls",
-                r->max);
-        mcp_send_error(r->out, NULL, MCP_INVALID_REQUEST, text);
-        r->skipping = true;
-        r->len = 0;
-        free(r->line);
-        r->line = NULL;
-        r->cap = 0;
-}
-
-/* Feed bytes; complete lines are handled in order. */
-static void feed(reader *r, const char *buf, size_t n) {
-        while (n > 0) {
-                const char *nl = memchr(buf, '\n', n);
-                size_t take = nl ? (size_t)(nl - buf) : n;
-                if (r->skipping) {
-                        /* drop the rest of the oversized line */
-                } else if (r->len + take > r->max) {
-                        refuse_oversized(r);
-                } else if (r->len == 0 && nl) {
-                        handle_line(r, buf, take); /* the common case: no copy */
-                } else {
-                        if (r->len + take > r->cap) {
-                                r->cap = (r->len + take) * 2 < r->max ? (r->len + take) * 2 : r->max;
-                                r->line = xrealloc(r->line, r->cap);
-                        }
-                        memcpy(r->line + r->len, buf, take);
-                        r->len += take;
-                        if (nl) {
-                                handle_line(r, r->line, r->len);
-                                r->len = 0;
-                        }
-                }
-                if (nl)
-                        r->skipping = false;
-                buf += take + (nl ? 1 : 0);
-                n -= take + (nl ? 1 : 0);
-        }
-}
-
-static int read_loop(reader *r, int in_fd, cm_err *err) {
-        cleanup_free char *buf = xmalloc(READ_CHUNK);
-        struct pollfd pfd[2] = {{in_fd, POLLIN, 0}, {cm_stop_fd(), POLLIN, 0}};
-        for (;;) {
-                ssize_t n;
-                if (poll(pfd, 2, -1) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return cm_err_sys(err, errno, "stdio: poll");
-                }
-                if (pfd[1].revents)
-                        return 0;
-                n = read(in_fd, buf, READ_CHUNK);
-                if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                        continue;
-                if (n < 0)
-                        return cm_err_sys(err, errno, "stdio: read");
-                if (n == 0)
-                        break;
-                feed(r, buf, (size_t)n);
-        }
-        if (r->len > 0 && !r->skipping)
-                handle_line(r, r->line, r->len); /* a last line without newline */
-        return 0;
+        (void)pthread_mutex_unlock(&s->lock);
 }
 
 static void no_ref(mcp_sink *s) { (void)s; }
 
 int cm_stdio_serve(mcp_server *srv, int in_fd, int out_fd, cm_err *err) {
-        out_sink out = {{out_send, no_ref, no_ref}, PTHREAD_MUTEX_INITIALIZER, out_fd, false};
-        pool p = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+        out_sink out = {{out_send, no_ref, no_ref, false}, PTHREAD_MUTEX_INITIALIZER, out_fd, false};
+        stdio_srv s = {.lock = PTHREAD_MUTEX_INITIALIZER, .follow = PTHREAD_COND_INITIALIZER};
         pthread_condattr_t attr;
-        reader r = {.srv = srv, .out = &out.base, .pool = &p, .max = mcp_server_max_message(srv)};
-        int ret;
+        unsigned n;
 
-        p.tail = &p.head;
         (void)pthread_condattr_init(&attr);
         (void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        (void)pthread_cond_init(&p.drained, &attr);
+        (void)pthread_cond_init(&s.drained, &attr);
         (void)pthread_condattr_destroy(&attr);
-        p.out = &out.base;
-        p.session = r.session = mcp_session_new(srv, &out.base);
-        ret = read_loop(&r, in_fd, err);
+        s.srv = srv;
+        s.in_fd = in_fd;
+        s.max = mcp_server_max_message(srv);
+        s.out = &out.base;
+        s.session = mcp_session_new(srv, &out.base);
+
+        serve_loop(&s); /* this thread reads first */
+
         /* At EOF, calls in flight get a grace period to answer (a client may
          * close its end right after its last request), then are cancelled;
          * on a stop request they are cancelled at once. */
-        if (!cm_stop_requested() && ret == 0)
-                pool_drain(&p, EOF_GRACE_MS);
-        mcp_session_cancel_all(p.session);
-        pool_close(&p);
-        (void)pthread_cond_destroy(&p.drained);
-        free(r.line);
-        mcp_session_unref(p.session);
-        return ret;
+        if (!cm_stop_requested() && !s.read_err.code)
+                drain(&s, EOF_GRACE_MS);
+        mcp_session_cancel_all(s.session);
+        (void)pthread_mutex_lock(&s.lock);
+        n = s.n_threads; /* no thread is created once done is set */
+        (void)pthread_mutex_unlock(&s.lock);
+        for (unsigned i = 0; i < n; i++)
+                (void)pthread_join(s.threads[i], NULL);
+        (void)pthread_cond_destroy(&s.drained);
+        free(s.buf);
+        mcp_session_unref(s.session);
+        if (s.read_err.code) {
+                if (err)
+                        *err = s.read_err;
+                return -s.read_err.code;
+        }
+        return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "util/cleanup.h"
 #include "util/json.h"
+#include "util/lazy.h"
 
 typedef struct docker {
         cm_backend base;
@@ -63,6 +64,7 @@ static void docker_status(cm_backend *be, cm_backend_status *ret) {
         CURL *c;
         CURLcode rc;
         long code = 0;
+        cm_err lerr = CM_ERR_INIT;
 
         memset(ret, 0, sizeof *ret);
         if (!d->socket) {
@@ -72,6 +74,11 @@ static void docker_status(cm_backend *be, cm_backend_status *ret) {
                 (void)snprintf(ret->fix, sizeof ret->fix,
                                "start one (e.g. `podman system service --time=0 unix:///run/podman/podman.sock`) "
                                "and set DOCKER_HOST=unix:///run/podman/podman.sock");
+                return;
+        }
+        if (cm_curl_load(&lerr) < 0) {
+                (void)snprintf(ret->reason, sizeof ret->reason, "%.500s", lerr.msg);
+                (void)snprintf(ret->fix, sizeof ret->fix, "apt-get install libcurl4");
                 return;
         }
         c = curl_easy_init();
@@ -101,7 +108,9 @@ static void docker_status(cm_backend *be, cm_backend_status *ret) {
                                "backend's container operations are still to be written)",
                                d->socket);
                 (void)snprintf(ret->fix, sizeof ret->fix, "use the native backend for now");
-                (void)snprintf(ret->details, sizeof ret->details, "{\"socket\":\"%s\",\"reachable\":true}", d->socket);
+                cleanup_json json_t *det = json_pack("{s:s, s:b}", "socket", d->socket, "reachable", 1);
+                cleanup_free char *text = cm_json_dump(det);
+                (void)snprintf(ret->details, sizeof ret->details, "%s", text);
         }
         free(b.data);
 }
