@@ -53,6 +53,8 @@ struct mcp_session {
 void mcp_send(mcp_sink *out, json_t *msg); /* steals msg */
 void mcp_send_result(mcp_sink *out, const json_t *id, json_t *result); /* steals result */
 int mcp_log_level_index(const char *name);
+/* True when a string anywhere in `v` holds a NUL (\u0000). */
+bool mcp_json_has_nul(const json_t *v);
 extern const char *const mcp_log_levels[];
 
 /* server.c: the methods that only need the server */

@@ -54,7 +54,9 @@ void mcp_send_error(mcp_sink *out, const json_t *id, int code, const char *msg) 
 
 json_t *mcp_parse(const char *buf, size_t len, mcp_sink *out) {
         json_error_t jerr;
-        json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+        /* \u0000 parses, so the request keeps its id; session.c refuses
+         * it, as tools take strings as C strings. */
+        json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
         if (!msg) {
                 cleanup_free char *text = xasprintf(
                         "parse error: %s at line %d, column %d; send one JSON-RPC 2.0 message as valid JSON",
@@ -71,6 +73,22 @@ static bool is_request(const json_t *m) {
 static bool is_method(const json_t *m, const char *name) {
         const char *method = cm_json_str(m, "method");
         return method && strcmp(method, name) == 0;
+}
+
+bool mcp_json_has_nul(const json_t *v) {
+        size_t i;
+        const char *k;
+        json_t *e;
+        switch (json_typeof(v)) {
+        case JSON_STRING: return strlen(json_string_value(v)) != json_string_length(v);
+        case JSON_ARRAY:
+                json_array_foreach(v, i, e) if (mcp_json_has_nul(e)) return true;
+                return false;
+        case JSON_OBJECT:
+                json_object_foreach((json_t *)v, k, e) if (mcp_json_has_nul(e)) return true; /* keys never hold NUL */
+                return false;
+        default: return false;
+        }
 }
 
 bool mcp_message_is_slow(const json_t *msg) {

@@ -357,6 +357,10 @@ static void handle_one(mcp_session *s, const json_t *m, mcp_sink *out, json_t *r
                                                        json_string_value(method), cm_json_type_name(params)));
         else if (!valid_id(id))
                 fail(&r, MCP_INVALID_REQUEST, xstrdup("invalid request: \"id\" must be a string or a number"));
+        else if (params && mcp_json_has_nul(params))
+                fail(&r, MCP_INVALID_PARAMS,
+                     xasprintf("%s: strings may not contain \\u0000 (NUL); send binary data base64-encoded",
+                               json_string_value(method)));
         else
                 dispatch(s, m, json_string_value(method), params, out, &r);
 

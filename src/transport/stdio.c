@@ -211,6 +211,11 @@ static void lead(stdio_srv *s) {
         for (;;) {
                 json_t *m = next_message(s);
                 if (!m) {
+                        /* On a stop, calls in flight (maybe in this very
+                         * process's main thread) are cancelled now, not
+                         * after they finish. */
+                        if (cm_stop_requested())
+                                mcp_session_cancel_all(s->session);
                         (void)pthread_mutex_lock(&s->lock);
                         s->done = true;
                         s->reader_taken = false;

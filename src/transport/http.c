@@ -1,0 +1,342 @@
+/* The HTTP transport: Streamable HTTP at /mcp, the legacy HTTP+SSE transport
+ * at /sse and /messages, and a status page at /, on TCP and/or a Unix socket.
+ *
+ * libmicrohttpd runs one thread per connection, so a slow tools/call blocks
+ * only its own connection and plain JSON requests run right in that thread
+ * (no thread per request on the hot path).  Replies that stream (a request
+ * with a progressToken, legacy SSE) are produced by a worker thread into an
+ * event queue that the connection thread writes out (http_sse.c).
+ *
+ * Every request passes the Host, Origin and bearer-token checks before
+ * anything else; see http_check.c for the checks themselves. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "transport/http_int.h"
+#include "transport/http_listen.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define DEFAULT_MAX_SESSIONS 1024
+#define DEFAULT_IDLE_SEC 3600
+#define CONNECTION_LIMIT 4096
+#define STOP_CANCEL_MS 30000
+
+/* ---- the checks every request passes ------------------------------------ */
+
+static enum MHD_Result refuse_host(http_listener *l, struct MHD_Connection *c, const char *what, const char *v) {
+        char buf[128], names[CM_HTTP_NAME_MAX + 64];
+        const char *bind = l->policy.bind_name;
+        if (l->policy.loopback_names)
+                (void)snprintf(names, sizeof names, "localhost, 127.0.0.1 and [::1]");
+        else
+                (void)snprintf(names, sizeof names, strchr(bind, ':') ? "[%s], its address" : "%s, its address", bind);
+        return http_error(c, MHD_HTTP_FORBIDDEN, MCP_INVALID_REQUEST,
+                          "%s \"%s\" is not allowed: this server answers to %s only, which stops DNS-rebinding "
+                          "attacks from web pages; if the name is yours, allow it with --allow-host NAME or "
+                          "CONTAINER_MCP_ALLOWED_HOSTS",
+                          what, http_clip(v, buf), names);
+}
+
+static enum MHD_Result refuse_token(struct MHD_Connection *c) {
+        struct MHD_Response *r = http_error_response(
+                MCP_INVALID_REQUEST, "missing or wrong bearer token: send the header \"Authorization: Bearer "
+                                     "<token>\" with the token the server was given in CONTAINER_MCP_TOKEN");
+        if (r &&
+            MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"container-mcp\"") != MHD_YES) {
+                MHD_destroy_response(r);
+                r = NULL;
+        }
+        return http_queue(c, MHD_HTTP_UNAUTHORIZED, r);
+}
+
+/* Returns true when the request may go on; else a response is queued. */
+static bool security_ok(http_listener *l, struct MHD_Connection *c, enum MHD_Result *ret) {
+        const char *host = http_header(c, MHD_HTTP_HEADER_HOST);
+        const char *origin = http_header(c, MHD_HTTP_HEADER_ORIGIN);
+        const char *token = l->h->opts->token;
+        if (l->check_host && !cm_http_host_ok(&l->policy, host))
+                *ret = refuse_host(l, c, "Host", host);
+        else if (origin && !cm_http_origin_ok(&l->policy, origin))
+                *ret = refuse_host(l, c, "Origin", origin);
+        else if (token && *token && !cm_http_bearer_ok(http_header(c, MHD_HTTP_HEADER_AUTHORIZATION), token))
+                *ret = refuse_token(c);
+        else
+                return true;
+        return false;
+}
+
+/* Bodies over the cap are read and thrown away, then refused with 413: a
+ * reply sent before the body is read makes the server close the connection
+ * with unread data, which resets it and loses the reply.  Only a client that
+ * waits for "100 Continue", or announces an absurd size, is refused at once. */
+#define DRAIN_MAX ((uint64_t)256 << 20)
+
+enum MHD_Result http_post_prepare(http_req *r, struct MHD_Connection *c) {
+        const char *ct = http_header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+        const char *cl = http_header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *expect = http_header(c, MHD_HTTP_HEADER_EXPECT);
+        size_t max = r->l->h->max_msg;
+        uint64_t n;
+        char buf[128];
+        if (!cm_http_is_json_type(ct))
+                return http_error(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, MCP_INVALID_REQUEST,
+                                  "Content-Type must be application/json, got \"%s\": the body is one JSON-RPC "
+                                  "message",
+                                  http_clip(ct, buf));
+        if (!cl || !cm_http_parse_length(cl, &n))
+                return MHD_YES; /* chunked: take_body watches the size */
+        if (n > max && (expect || n > max + DRAIN_MAX))
+                return http_too_big(c, r->l->h);
+        if (n > max) {
+                r->too_big = true;
+                return MHD_YES;
+        }
+        r->cap = (size_t)n;
+        r->body = xmalloc(r->cap + 1);
+        return MHD_YES;
+}
+
+/* Body bytes as they arrive, never more than the cap held. */
+static void take_body(http_req *r, const char *data, size_t n) {
+        size_t max = r->l->h->max_msg;
+        if (r->too_big)
+                return;
+        if (n > max - r->len) {
+                r->too_big = true; /* answered with 413 once the rest is drained */
+                free(r->body);
+                r->body = NULL;
+                r->len = r->cap = 0;
+                return;
+        }
+        if (r->len + n > r->cap) {
+                r->cap = r->cap * 2 > r->len + n ? r->cap * 2 : r->len + n + 4096;
+                if (r->cap > max)
+                        r->cap = max;
+                r->body = xrealloc(r->body, r->cap + 1);
+        }
+        memcpy(r->body + r->len, data, n);
+        r->len += n;
+}
+
+/* ---- the status page ------------------------------------------------------ */
+
+static enum MHD_Result status_page(http_req *r, struct MHD_Connection *c, const char *method) {
+        struct MHD_Response *resp;
+        char *html;
+        if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+                resp = http_error_response(MCP_INVALID_REQUEST,
+                                           "%s / is not supported: / is a status page; MCP is at /mcp", method);
+                if (resp)
+                        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+                return http_queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, resp);
+        }
+        html = xasprintf("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>container-mcp</title></head>\n"
+                         "<body><h1>container-mcp</h1>\n<p>Version %s. Sessions: %u (limit %u).</p>\n"
+                         "<p>MCP endpoint: <code>/mcp</code> (<a href=\"https://modelcontextprotocol.io/"
+                         "specification/2025-11-25/basic/transports#streamable-http\">Streamable HTTP</a>); "
+                         "legacy HTTP+SSE: <code>/sse</code>.</p>\n</body></html>\n",
+                         CM_VERSION, http_sessions_count(r->l->h->sessions), http_sessions_max(r->l->h->sessions));
+        resp = MHD_create_response_from_buffer(strlen(html), html, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(html);
+                return MHD_NO;
+        }
+        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+        return http_queue(c, MHD_HTTP_OK, resp);
+}
+
+/* ---- libmicrohttpd callbacks ------------------------------------------------ */
+
+static enum MHD_Result begin(http_req *r, struct MHD_Connection *c, const char *url, const char *method) {
+        enum MHD_Result ret;
+        char buf[128];
+        if (atomic_load(&r->l->h->stopping))
+                return http_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, HTTP_UNAVAILABLE,
+                                  "the server is shutting down; reconnect once it is back");
+        if (!security_ok(r->l, c, &ret))
+                return ret;
+        if (strcmp(url, "/mcp") == 0) {
+                r->route = ROUTE_MCP;
+                return http_mcp_begin(r, c, method);
+        }
+        if (strcmp(url, "/sse") == 0 || strcmp(url, "/messages") == 0) {
+                r->route = url[1] == 's' ? ROUTE_SSE : ROUTE_MESSAGES;
+                return http_legacy_begin(r, c, method);
+        }
+        if (strcmp(url, "/") == 0)
+                return status_page(r, c, method);
+        return http_error(c, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST,
+                          "no such path \"%s\": the MCP endpoint is /mcp (Streamable HTTP); /sse and /messages "
+                          "serve the legacy HTTP+SSE transport",
+                          http_clip(url, buf));
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+        http_req *r = *con_cls;
+        if (!r) {
+                r = xcalloc(1, sizeof *r);
+                r->l = cls;
+                *con_cls = r;
+                return begin(r, c, url, method);
+        }
+        if (*upload_size > 0) {
+                take_body(r, upload, *upload_size);
+                *upload_size = 0;
+                return MHD_YES;
+        }
+        /* Only POSTs that passed http_post_prepare get here. */
+        return r->route == ROUTE_MCP ? http_mcp_post(r, c) : http_legacy_post(r, c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+        http_req *r = *con_cls;
+        if (!r)
+                return;
+        if (r->deferred)
+                http_legacy_completed(r);
+        free(r->body);
+        http_sess_put(r->e);
+        free(r);
+        *con_cls = NULL;
+}
+
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap) {
+        char line[512];
+        size_t n;
+        (void)vsnprintf(line, sizeof line, fmt, ap);
+        n = strlen(line);
+        while (n > 0 && line[n - 1] == '\n')
+                line[--n] = 0;
+        log_debug("libmicrohttpd: %s", line);
+}
+
+/* ---- listeners ---------------------------------------------------------------- */
+
+static int start_daemon(http_listener *l, int fd, const char *what, cm_err *err) {
+        unsigned flags =
+                MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+        l->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, fd,
+                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+                                     NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT, MHD_OPTION_END);
+        if (!l->daemon) {
+                (void)close(fd);
+                return cm_err_set(err, EIO,
+                                  "%s: libmicrohttpd would not start (run with --log-level debug for "
+                                  "its reason)",
+                                  what);
+        }
+        return 0;
+}
+
+typedef struct listeners {
+        http_listener tcp, unix_;
+        char bind_name[CM_HTTP_NAME_MAX];
+        struct stat sock_st;
+} listeners;
+
+static int open_tcp(cm_http *h, listeners *ls, cm_err *err) {
+        http_bind b;
+        if (http_listen_tcp(h->opts->listen, &b, err) < 0)
+                return -1;
+        memcpy(ls->bind_name, b.host, sizeof ls->bind_name);
+        ls->tcp = (http_listener){.h = h, .check_host = true};
+        ls->tcp.policy = (cm_http_hostpolicy){b.loopback || b.wildcard, ls->bind_name, h->opts->allowed_hosts};
+        if (start_daemon(&ls->tcp, b.fd, h->opts->listen, err) < 0)
+                return -1;
+        log_info(strchr(b.host, ':') ? "listening on http://[%s]:%u/mcp" : "listening on http://%s:%u/mcp", b.host,
+                 b.port);
+        return 0;
+}
+
+static int open_unix(cm_http *h, listeners *ls, cm_err *err) {
+        const char *path = h->opts->socket_path;
+        int fd;
+        if (http_listen_unix(path, &fd, &ls->sock_st, err) < 0)
+                return -1;
+        /* No Host check (nothing to compare it with), but a browser page can
+         * still be made to talk to a socket through a proxy: check Origin. */
+        ls->unix_ = (http_listener){.h = h};
+        ls->unix_.policy = (cm_http_hostpolicy){true, NULL, h->opts->allowed_hosts};
+        if (start_daemon(&ls->unix_, fd, path, err) < 0) {
+                http_unlink_unix(path, &ls->sock_st);
+                return -1;
+        }
+        log_info("listening on unix:%s", path);
+        return 0;
+}
+
+/* ---- serve and stop ------------------------------------------------------------- */
+
+static int wait_for_stop(cm_http *h, cm_err *err) {
+        struct pollfd p = {cm_stop_fd(), POLLIN, 0};
+        while (!cm_stop_requested()) {
+                int n = poll(&p, 1, 1000);
+                if (n < 0 && errno != EINTR)
+                        return cm_err_sys(err, errno, "http: poll");
+                if (n > 0)
+                        break;
+                http_sessions_expire(h->sessions);
+        }
+        return 0;
+}
+
+static bool work_left(cm_http *h) {
+        bool left;
+        (void)pthread_mutex_lock(&h->jobs_mu);
+        left = h->jobs > 0 || atomic_load(&h->handling) > 0;
+        (void)pthread_mutex_unlock(&h->jobs_mu);
+        return left;
+}
+
+/* Cancel until nothing runs (a call may start between two rounds), end
+ * every session's stream (a connection thread may be waiting on it), then
+ * stop the daemons, which joins their connection threads. */
+static void stop_all(cm_http *h, listeners *ls) {
+        struct timespec tick = {0, 10 * 1000 * 1000};
+        atomic_store(&h->stopping, true);
+        for (int waited = 0; work_left(h) && waited < STOP_CANCEL_MS; waited += 10) {
+                http_sessions_cancel_all(h->sessions);
+                (void)nanosleep(&tick, NULL);
+        }
+        http_sessions_drop_all(h->sessions);
+        if (ls->tcp.daemon)
+                MHD_stop_daemon(ls->tcp.daemon);
+        if (ls->unix_.daemon) {
+                MHD_stop_daemon(ls->unix_.daemon);
+                http_unlink_unix(h->opts->socket_path, &ls->sock_st);
+        }
+        (void)pthread_mutex_lock(&h->jobs_mu);
+        while (h->jobs > 0)
+                (void)pthread_cond_wait(&h->jobs_cv, &h->jobs_mu);
+        (void)pthread_mutex_unlock(&h->jobs_mu);
+}
+
+int cm_http_serve(mcp_server *srv, const cm_http_opts *opts, cm_err *err) {
+        cm_http h = {.srv = srv, .opts = opts, .max_msg = mcp_server_max_message(srv)};
+        listeners ls = {0};
+        int ret = 0;
+
+        if (!opts->listen && !opts->socket_path)
+                return cm_err_set(err, EINVAL,
+                                  "http: nothing to listen on; give --http [HOST:]PORT and/or --socket "
+                                  "PATH");
+        (void)pthread_mutex_init(&h.jobs_mu, NULL);
+        (void)pthread_cond_init(&h.jobs_cv, NULL);
+        h.sessions = http_sessions_new(opts->max_sessions ? opts->max_sessions : DEFAULT_MAX_SESSIONS,
+                                       opts->session_idle_sec ? opts->session_idle_sec : DEFAULT_IDLE_SEC);
+        if ((opts->listen && open_tcp(&h, &ls, err) < 0) || (opts->socket_path && open_unix(&h, &ls, err) < 0))
+                ret = -1;
+        else
+                ret = wait_for_stop(&h, err);
+        stop_all(&h, &ls);
+        http_sessions_free(h.sessions);
+        (void)pthread_cond_destroy(&h.jobs_cv);
+        (void)pthread_mutex_destroy(&h.jobs_mu);
+        return ret;
+}

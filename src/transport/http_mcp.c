@@ -1,0 +1,216 @@
+/* Streamable HTTP at /mcp (MCP 2025-11-25, "Transports"):
+ *   POST    one JSON-RPC message (or a batch); the reply is one JSON body, or
+ *           an event stream when the request carries a progressToken
+ *   GET     the session's stream of server messages unrelated to a request
+ *   DELETE  end the session */
+#include <stdio.h>
+#include <string.h>
+
+#include "transport/http_int.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+
+/* A missing MCP-Protocol-Version means 2025-03-26 (the spec's rule for
+ * clients that predate the header); a present one must be spoken here. */
+static bool version_ok(struct MHD_Connection *c, enum MHD_Result *ret) {
+        const char *v = http_header(c, "MCP-Protocol-Version");
+        char list[256] = "", buf[128];
+        size_t n = 0;
+        if (!v || mcp_version_supported(v))
+                return true;
+        for (size_t i = 0; mcp_supported_versions[i] && n < sizeof list; i++)
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", mcp_supported_versions[i]);
+        *ret = http_error(c, MHD_HTTP_BAD_REQUEST, MCP_INVALID_REQUEST,
+                          "unsupported MCP-Protocol-Version \"%s\": this server speaks %s; send the version "
+                          "initialize negotiated",
+                          http_clip(v, buf), list);
+        return false;
+}
+
+/* The session of Mcp-Session-Id, kept busy in r->e; else queue 400/404. */
+static bool need_session(http_req *r, struct MHD_Connection *c, enum MHD_Result *ret) {
+        const char *sid = http_header(c, "Mcp-Session-Id");
+        char buf[128];
+        if (!sid) {
+                *ret = http_error(c, MHD_HTTP_BAD_REQUEST, MCP_INVALID_REQUEST,
+                                  "missing Mcp-Session-Id header: send initialize first, then send the "
+                                  "Mcp-Session-Id its response carried with every request");
+                return false;
+        }
+        if (cm_http_session_id_ok(sid))
+                r->e = http_sessions_get(r->l->h->sessions, sid);
+        if (r->e && http_sess_legacy(r->e)) {
+                http_sess_put(r->e); /* a legacy session lives at /messages only */
+                r->e = NULL;
+        }
+        if (!r->e)
+                *ret = http_error(c, MHD_HTTP_NOT_FOUND, HTTP_NO_SESSION,
+                                  "unknown or expired session \"%s\": start a new one by sending initialize without "
+                                  "an Mcp-Session-Id header",
+                                  http_clip(sid, buf));
+        return r->e != NULL;
+}
+
+static void stream_closed(cm_sse *q, void *arg) {
+        http_sess *e = arg;
+        http_sess_detach(e, q);
+        http_sess_unref(e);
+}
+
+static enum MHD_Result open_stream(http_req *r, struct MHD_Connection *c) {
+        cm_sse *q = cm_sse_new(http_conn_fd(c), CM_SSE_SESSION);
+        struct MHD_Response *resp;
+        if (!http_sess_attach(r->e, q)) {
+                cm_sse_unref(q);
+                return http_error(c, MHD_HTTP_CONFLICT, MCP_INVALID_REQUEST,
+                                  "this session already has a GET stream open and only one is allowed: keep using "
+                                  "it, or close it before opening another");
+        }
+        http_sess_ref(r->e);
+        cm_sse_on_close(q, stream_closed, r->e);
+        resp = cm_sse_response(q);
+        cm_sse_unref(q);
+        return http_queue(c, MHD_HTTP_OK, resp);
+}
+
+static enum MHD_Result method_not_allowed(struct MHD_Connection *c, const char *why) {
+        struct MHD_Response *r = http_error_response(MCP_INVALID_REQUEST, "%s", why);
+        if (r)
+                (void)MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE");
+        return http_queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
+}
+
+static enum MHD_Result not_allowed(struct MHD_Connection *c, const char *method) {
+        char why[160];
+        (void)snprintf(why, sizeof why,
+                       "%.20s is not supported on /mcp: POST sends a message, GET opens the event stream, DELETE "
+                       "ends the session",
+                       method);
+        return method_not_allowed(c, why);
+}
+
+/* Resuming the stream of a request would need its events kept; this server
+ * keeps none.  405 is how the spec lets a GET say "no stream here", and the
+ * SDK clients then stop trying instead of reporting an error per attempt. */
+static enum MHD_Result no_resume(struct MHD_Connection *c) {
+        return method_not_allowed(c, "the stream of a request cannot be resumed (Last-Event-ID): this server keeps "
+                                     "no events to replay; if its response never came, send the request again");
+}
+
+enum MHD_Result http_mcp_begin(http_req *r, struct MHD_Connection *c, const char *method) {
+        const char *accept = http_header(c, MHD_HTTP_HEADER_ACCEPT);
+        const char *last_id = http_header(c, "Last-Event-ID");
+        enum MHD_Result ret;
+        bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
+
+        if (!post && !get && strcmp(method, "DELETE") != 0)
+                return not_allowed(c, method);
+        if (!version_ok(c, &ret))
+                return ret;
+        if (post && !(cm_http_accepts(accept, "application/json") && cm_http_accepts(accept, "text/event-stream")))
+                return http_error(c, MHD_HTTP_NOT_ACCEPTABLE, MCP_INVALID_REQUEST,
+                                  "Accept must list both application/json and text/event-stream: the server "
+                                  "answers a POST with either");
+        if (get && !cm_http_accepts(accept, "text/event-stream"))
+                return http_error(c, MHD_HTTP_NOT_ACCEPTABLE, MCP_INVALID_REQUEST,
+                                  "GET /mcp opens an event stream: send Accept: text/event-stream (messages go in "
+                                  "a POST)");
+        if (post)
+                return http_post_prepare(r, c);
+        if (get && last_id && last_id[0] == CM_SSE_REQUEST)
+                return no_resume(c);
+        if (!need_session(r, c, &ret))
+                return ret;
+        if (get)
+                return open_stream(r, c);
+        (void)http_sess_drop(r->e); /* DELETE: its calls are cancelled, its stream ends */
+        return http_empty(c, MHD_HTTP_OK);
+}
+
+/* ---- POST ------------------------------------------------------------------ */
+
+/* The collected reply; none at all (the call was cancelled) is 202. */
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, http_collect *k) {
+        struct MHD_Response *resp = http_collect_response(k);
+        return resp ? http_queue(c, status, resp) : http_empty(c, MHD_HTTP_ACCEPTED);
+}
+
+static enum MHD_Result shutting_down(struct MHD_Connection *c) {
+        return http_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, HTTP_UNAVAILABLE,
+                          "the server is shutting down; reconnect once it is back");
+}
+
+static enum MHD_Result post_initialize(http_req *r, struct MHD_Connection *c, json_t *msg, http_collect *k) {
+        cm_http *h = r->l->h;
+        struct MHD_Response *resp;
+
+        r->e = http_sessions_create(h->sessions, h->srv, false);
+        if (!r->e) {
+                http_collect_drop(k);
+                return http_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, HTTP_UNAVAILABLE,
+                                  "too many sessions (%u, the limit): end unused ones with DELETE /mcp, or wait "
+                                  "for idle ones to expire",
+                                  http_sessions_max(h->sessions));
+        }
+        if (!http_handle(h, r->e, msg, http_collect_sink(k))) {
+                http_collect_drop(k);
+                return shutting_down(c);
+        }
+        resp = http_collect_response(k);
+        if (mcp_session_initialized(http_sess_mcp(r->e))) {
+                if (resp)
+                        (void)MHD_add_response_header(resp, "Mcp-Session-Id", mcp_session_id(http_sess_mcp(r->e)));
+        } else {
+                (void)http_sess_drop(r->e); /* refused (bad params): no session to keep */
+        }
+        return http_queue(c, MHD_HTTP_OK, resp);
+}
+
+/* The reply streams: a worker runs the request while this connection's
+ * thread writes its progress, log messages and response as events. */
+static enum MHD_Result post_stream(http_req *r, struct MHD_Connection *c, json_t *msg) {
+        cm_sse *q = cm_sse_new(http_conn_fd(c), CM_SSE_REQUEST);
+        struct MHD_Response *resp;
+        int rc = http_spawn(r->l->h, r->e, msg, q, true);
+        if (rc < 0) {
+                cm_sse_unref(q);
+                return http_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, HTTP_UNAVAILABLE,
+                                  "could not start a thread for this request (%s); retry, or drop the "
+                                  "progressToken to be answered without one",
+                                  strerror(-rc));
+        }
+        resp = cm_sse_response(q); /* NULL: the worker's sends fail, which cancels it */
+        cm_sse_unref(q);
+        return http_queue(c, MHD_HTTP_OK, resp);
+}
+
+enum MHD_Result http_mcp_post(http_req *r, struct MHD_Connection *c) {
+        cm_http *h = r->l->h;
+        http_collect *k;
+        cleanup_json json_t *msg = NULL;
+        enum MHD_Result ret;
+
+        if (r->too_big)
+                return http_too_big(c, h);
+        k = http_collect_new();
+        msg = mcp_parse(r->body ? r->body : "", r->len, http_collect_sink(k));
+        if (!msg)
+                return reply(c, MHD_HTTP_BAD_REQUEST, k);
+        if (mcp_message_is_initialize(msg))
+                return post_initialize(r, c, msg, k);
+        if (!need_session(r, c, &ret)) {
+                http_collect_drop(k);
+                return ret;
+        }
+        if (mcp_message_progress_token(msg) && mcp_message_has_request(msg)) {
+                http_collect_drop(k);
+                return post_stream(r, c, steal_pointer(&msg));
+        }
+        if (!http_handle(h, r->e, msg, http_collect_sink(k))) {
+                http_collect_drop(k);
+                return shutting_down(c);
+        }
+        /* Notifications and responses get 202, unless the layer refused the
+         * message: then 400 with its error, which says why. */
+        return reply(c, mcp_message_has_request(msg) ? MHD_HTTP_OK : MHD_HTTP_BAD_REQUEST, k);
+}

@@ -1,0 +1,293 @@
+/* Replies of the HTTP transport, the sink that collects a JSON reply, and
+ * the worker threads that run messages whose replies stream. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "transport/http_int.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+
+/* ---- replies ------------------------------------------------------------- */
+
+enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp) {
+        enum MHD_Result ret;
+        if (!resp)
+                return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
+        ret = MHD_queue_response(c, status, resp);
+        MHD_destroy_response(resp);
+        return ret;
+}
+
+struct MHD_Response *http_json_response(char *body, size_t len) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+        if (!r) {
+                free(body);
+                return NULL;
+        }
+        if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json") != MHD_YES) {
+                MHD_destroy_response(r);
+                return NULL;
+        }
+        return r;
+}
+
+__attribute__((format(printf, 2, 0))) static struct MHD_Response *error_va(int code, const char *fmt, va_list ap) {
+        char msg[1024];
+        json_t *j;
+        char *body;
+        (void)vsnprintf(msg, sizeof msg, fmt, ap);
+        j = json_pack("{s:s, s:n, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", "error", "code", code, "message", msg);
+        body = cm_json_dump(j); /* callers clip header values to ASCII, so j is never NULL */
+        json_decref(j);
+        return http_json_response(body, strlen(body));
+}
+
+struct MHD_Response *http_error_response(int code, const char *fmt, ...) {
+        struct MHD_Response *r;
+        va_list ap;
+        va_start(ap, fmt);
+        r = error_va(code, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, int code, const char *fmt, ...) {
+        struct MHD_Response *r;
+        va_list ap;
+        va_start(ap, fmt);
+        r = error_va(code, fmt, ap);
+        va_end(ap);
+        return http_queue(c, status, r);
+}
+
+enum MHD_Result http_empty(struct MHD_Connection *c, unsigned status) {
+        return http_queue(c, status, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT));
+}
+
+const char *http_header(struct MHD_Connection *c, const char *name) {
+        return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+int http_conn_fd(struct MHD_Connection *c) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        return ci ? ci->connect_fd : -1;
+}
+
+const char *http_clip(const char *v, char buf[static 128]) {
+        size_t i;
+        if (!v)
+                return "(none)";
+        for (i = 0; i < 100 && v[i]; i++)
+                buf[i] = (v[i] >= 0x20 && v[i] < 0x7f) ? v[i] : '?';
+        (void)strcpy(buf + i, v[i] ? "..." : "");
+        return buf;
+}
+
+enum MHD_Result http_too_big(struct MHD_Connection *c, cm_http *h) {
+        return http_error(c, MHD_HTTP_CONTENT_TOO_LARGE, MCP_INVALID_REQUEST,
+                          "message refused: the request body is longer than %zu bytes, the cap set by "
+                          "CONTAINER_MCP_MAX_MESSAGE_BYTES (or --max-message-bytes); raise it there or send smaller "
+                          "messages, e.g. split file content across calls",
+                          h->max_msg);
+}
+
+/* ---- the collecting sink ------------------------------------------------- */
+
+typedef struct collected {
+        char *json;
+        size_t len;
+        bool response;
+} collected;
+
+struct http_collect {
+        mcp_sink sink; /* first: a sink pointer is the collector */
+        atomic_int refs;
+        pthread_mutex_t mu;
+        collected *m; /* every message, in order */
+        size_t n, cap;
+        bool notified; /* at least one is not a response */
+        bool closed;
+};
+
+static int collect_send(mcp_sink *self, const char *json, size_t len) {
+        http_collect *k = (http_collect *)self;
+        enum cm_http_msg_kind kind = cm_http_msg_kind(json, len);
+        bool response = kind != CM_HTTP_MSG_NOTIFICATION && kind != CM_HTTP_MSG_REQUEST;
+        int ret = 0;
+        (void)pthread_mutex_lock(&k->mu);
+        if (k->closed) {
+                ret = -EPIPE;
+        } else {
+                if (k->n == k->cap)
+                        k->m = xrealloc(k->m, (k->cap = k->cap ? k->cap * 2 : 2) * sizeof *k->m);
+                k->m[k->n++] = (collected){xstrndup(json, len), len, response};
+                k->notified |= !response;
+        }
+        (void)pthread_mutex_unlock(&k->mu);
+        return ret;
+}
+
+static void collect_ref(mcp_sink *self) { atomic_fetch_add(&((http_collect *)self)->refs, 1); }
+
+static void collect_unref(mcp_sink *self) {
+        http_collect *k = (http_collect *)self;
+        if (atomic_fetch_sub(&k->refs, 1) != 1)
+                return;
+        for (size_t i = 0; i < k->n; i++)
+                free(k->m[i].json);
+        free(k->m);
+        (void)pthread_mutex_destroy(&k->mu);
+        free(k);
+}
+
+http_collect *http_collect_new(void) {
+        http_collect *k = xcalloc(1, sizeof *k);
+        k->sink = (mcp_sink){collect_send, collect_ref, collect_unref};
+        atomic_init(&k->refs, 1);
+        (void)pthread_mutex_init(&k->mu, NULL);
+        return k;
+}
+
+mcp_sink *http_collect_sink(http_collect *k) { return &k->sink; }
+
+/* Every message as an event, in the order sent: a complete event stream. */
+static char *as_events(http_collect *k, size_t *ret_len) {
+        cm_sbuf b = {0};
+        for (size_t i = 0; i < k->n; i++)
+                cm_sse_encode(&b, CM_SSE_REQUEST, "message", k->m[i].json, k->m[i].len);
+        *ret_len = b.len;
+        return b.p;
+}
+
+/* One message as it is (a reply, a batch's array of replies, or the one
+ * error that refuses a whole batch); several sent one by one as an array. */
+static char *as_json(http_collect *k, size_t *ret_len) {
+        cm_sbuf b = {0};
+        if (k->n == 1) {
+                *ret_len = k->m[0].len;
+                return steal_pointer(&k->m[0].json);
+        }
+        for (size_t i = 0; i < k->n; i++) {
+                cm_sbuf_add(&b, i ? "," : "[", 1);
+                cm_sbuf_add(&b, k->m[i].json, k->m[i].len);
+        }
+        cm_sbuf_add(&b, "]", 1);
+        *ret_len = b.len;
+        return b.p;
+}
+
+char *http_collect_end(http_collect *k, size_t *ret_len, bool *ret_events) {
+        char *body = NULL;
+        (void)pthread_mutex_lock(&k->mu);
+        k->closed = true;
+        *ret_events = k->notified;
+        if (k->n > 0)
+                body = k->notified ? as_events(k, ret_len) : as_json(k, ret_len);
+        (void)pthread_mutex_unlock(&k->mu);
+        collect_unref(&k->sink);
+        return body;
+}
+
+void http_collect_drop(http_collect *k) {
+        size_t len;
+        bool events;
+        free(http_collect_end(k, &len, &events));
+}
+
+struct MHD_Response *http_collect_response(http_collect *k) {
+        size_t len = 0;
+        bool events;
+        char *body = http_collect_end(k, &len, &events);
+        struct MHD_Response *r;
+        if (!body || !events)
+                return body ? http_json_response(body, len) : NULL;
+        r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+        if (!r) {
+                free(body);
+                return NULL;
+        }
+        if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream") != MHD_YES ||
+            MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache") != MHD_YES) {
+                MHD_destroy_response(r);
+                return NULL;
+        }
+        return r;
+}
+
+/* ---- running messages ---------------------------------------------------- */
+
+bool http_handle(cm_http *h, http_sess *e, json_t *msg, mcp_sink *out) {
+        /* Count first, then look at `stopping`: the shutdown sets `stopping`
+         * first, then cancels until the count is zero, so every call either
+         * never starts or is seen and cancelled. */
+        atomic_fetch_add(&h->handling, 1);
+        if (atomic_load(&h->stopping)) {
+                atomic_fetch_sub(&h->handling, 1);
+                return false;
+        }
+        mcp_session_handle(http_sess_mcp(e), msg, out);
+        atomic_fetch_sub(&h->handling, 1);
+        return true;
+}
+
+typedef struct http_job {
+        cm_http *h;
+        http_sess *e;
+        json_t *msg;
+        cm_sse *q;
+        bool finish;
+} http_job;
+
+static void job_free(http_job *j) {
+        json_decref(j->msg);
+        cm_sse_unref(j->q);
+        http_sess_put(j->e);
+        free(j);
+}
+
+static void jobs_add(cm_http *h, int delta) {
+        (void)pthread_mutex_lock(&h->jobs_mu);
+        h->jobs += (unsigned)delta;
+        if (h->jobs == 0)
+                (void)pthread_cond_broadcast(&h->jobs_cv);
+        (void)pthread_mutex_unlock(&h->jobs_mu);
+}
+
+static void *job_main(void *arg) {
+        http_job *j = arg;
+        cm_http *h = j->h;
+        (void)http_handle(h, j->e, j->msg, cm_sse_sink(j->q));
+        if (j->finish)
+                cm_sse_finish(j->q);
+        job_free(j);
+        jobs_add(h, -1);
+        return NULL;
+}
+
+int http_spawn(cm_http *h, http_sess *e, json_t *msg, cm_sse *q, bool finish) {
+        http_job *j = xcalloc(1, sizeof *j);
+        pthread_attr_t attr;
+        pthread_t t;
+        int rc;
+
+        *j = (http_job){h, e, msg, q, finish};
+        http_sess_hold(e);
+        cm_sse_ref(q);
+        jobs_add(h, 1);
+        rc = pthread_attr_init(&attr);
+        if (rc == 0) {
+                /* Detached: the shutdown waits on the jobs count instead of
+                 * joining, so finished workers need no reaping. */
+                (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                rc = pthread_create(&t, &attr, job_main, j);
+                (void)pthread_attr_destroy(&attr);
+        }
+        if (rc != 0) {
+                job_free(j);
+                jobs_add(h, -1);
+                return -rc;
+        }
+        return 0;
+}

@@ -1,0 +1,301 @@
+/* The HTTP transport's session table (see http_sess.h).
+ *
+ * One mutex guards the hash chains, the list of every live entry and the
+ * busy/idle bookkeeping; it is held only for pointer work, never across a
+ * call into the MCP layer.  An entry's own mutex makes "attach a stream and
+ * route notifications to it" one step, so a closing stream cannot unroute a
+ * newer one. */
+#include "transport/http_sess.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/cleanup.h"
+
+struct http_sess {
+        atomic_int refs;
+        http_sessions *t;
+        mcp_session *s;
+        bool legacy;
+        /* under t->mu */
+        bool linked;
+        unsigned busy;
+        int64_t last_ms;
+        http_sess *next;                /* hash chain */
+        http_sess *prev_all, *next_all; /* every live entry, for shutdown */
+        /* under smu */
+        pthread_mutex_t smu;
+        cm_sse *stream;
+};
+
+struct http_sessions {
+        pthread_mutex_t mu;
+        http_sess **buckets;
+        size_t mask;
+        unsigned count, max;
+        int64_t idle_ms;
+        http_sess *all;
+};
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t hash(const char *s) {
+        uint64_t h = 1469598103934665603ull; /* FNV-1a: ids are random already */
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 1099511628211ull;
+        return (size_t)h;
+}
+
+http_sessions *http_sessions_new(unsigned max_sessions, unsigned idle_sec) {
+        http_sessions *t = xcalloc(1, sizeof *t);
+        size_t n = 64;
+        while (n < (size_t)max_sessions * 2 && n < ((size_t)1 << 20))
+                n *= 2;
+        (void)pthread_mutex_init(&t->mu, NULL);
+        t->buckets = xcalloc(n, sizeof *t->buckets);
+        t->mask = n - 1;
+        t->max = max_sessions;
+        t->idle_ms = (int64_t)idle_sec * 1000;
+        return t;
+}
+
+void http_sess_ref(http_sess *e) { atomic_fetch_add(&e->refs, 1); }
+
+void http_sess_unref(http_sess *e) {
+        http_sessions *t;
+        if (!e || atomic_fetch_sub(&e->refs, 1) != 1)
+                return;
+        t = e->t;
+        (void)pthread_mutex_lock(&t->mu);
+        if (e->prev_all)
+                e->prev_all->next_all = e->next_all;
+        else
+                t->all = e->next_all;
+        if (e->next_all)
+                e->next_all->prev_all = e->prev_all;
+        (void)pthread_mutex_unlock(&t->mu);
+        cm_sse_unref(e->stream);
+        mcp_session_unref(e->s);
+        (void)pthread_mutex_destroy(&e->smu);
+        free(e);
+}
+
+static void unlink_locked(http_sess *e) {
+        http_sessions *t = e->t;
+        for (http_sess **p = &t->buckets[hash(mcp_session_id(e->s)) & t->mask]; *p; p = &(*p)->next)
+                if (*p == e) {
+                        *p = e->next;
+                        break;
+                }
+        e->linked = false;
+        e->next = NULL;
+        t->count--;
+}
+
+/* After unlinking: stop its calls, end its stream, drop the table's ref. */
+static void finish_dropped(http_sess *e) {
+        cm_sse *q = http_sess_stream(e);
+        mcp_session_cancel_all(e->s);
+        if (q) {
+                cm_sse_finish(q);
+                cm_sse_unref(q);
+        }
+        http_sess_unref(e);
+}
+
+http_sess *http_sessions_create(http_sessions *t, mcp_server *srv, bool legacy) {
+        mcp_session *s = mcp_session_new(srv, NULL);
+        http_sess *e;
+        size_t b;
+        (void)pthread_mutex_lock(&t->mu);
+        if (t->count >= t->max) {
+                (void)pthread_mutex_unlock(&t->mu);
+                mcp_session_unref(s);
+                return NULL;
+        }
+        e = xcalloc(1, sizeof *e);
+        atomic_init(&e->refs, 2); /* the table's and the caller's */
+        e->t = t;
+        e->s = s;
+        e->legacy = legacy;
+        e->linked = true;
+        e->busy = 1;
+        e->last_ms = now_ms();
+        (void)pthread_mutex_init(&e->smu, NULL);
+        b = hash(mcp_session_id(s)) & t->mask;
+        e->next = t->buckets[b];
+        t->buckets[b] = e;
+        e->next_all = t->all;
+        if (t->all)
+                t->all->prev_all = e;
+        t->all = e;
+        t->count++;
+        (void)pthread_mutex_unlock(&t->mu);
+        return e;
+}
+
+http_sess *http_sessions_get(http_sessions *t, const char *id) {
+        http_sess *e;
+        (void)pthread_mutex_lock(&t->mu);
+        for (e = t->buckets[hash(id) & t->mask]; e; e = e->next)
+                if (strcmp(mcp_session_id(e->s), id) == 0)
+                        break;
+        if (e) {
+                atomic_fetch_add(&e->refs, 1);
+                e->busy++;
+                e->last_ms = now_ms();
+        }
+        (void)pthread_mutex_unlock(&t->mu);
+        return e;
+}
+
+void http_sess_hold(http_sess *e) {
+        (void)pthread_mutex_lock(&e->t->mu);
+        atomic_fetch_add(&e->refs, 1);
+        e->busy++;
+        (void)pthread_mutex_unlock(&e->t->mu);
+}
+
+void http_sess_put(http_sess *e) {
+        if (!e)
+                return;
+        (void)pthread_mutex_lock(&e->t->mu);
+        e->busy--;
+        e->last_ms = now_ms();
+        (void)pthread_mutex_unlock(&e->t->mu);
+        http_sess_unref(e);
+}
+
+bool http_sess_drop(http_sess *e) {
+        bool was;
+        (void)pthread_mutex_lock(&e->t->mu);
+        was = e->linked;
+        if (was)
+                unlink_locked(e);
+        (void)pthread_mutex_unlock(&e->t->mu);
+        if (was)
+                finish_dropped(e);
+        return was;
+}
+
+unsigned http_sessions_count(http_sessions *t) {
+        unsigned n;
+        (void)pthread_mutex_lock(&t->mu);
+        n = t->count;
+        (void)pthread_mutex_unlock(&t->mu);
+        return n;
+}
+
+unsigned http_sessions_max(http_sessions *t) { return t->max; }
+
+/* Unlink, under the lock, the entries `pick` chooses; the caller finishes
+ * them outside it.  Returns a malloc'd array (possibly empty). */
+static http_sess **unlink_where(http_sessions *t, bool (*pick)(http_sess *, int64_t), size_t *ret_n) {
+        http_sess **out;
+        size_t n = 0;
+        int64_t now = now_ms();
+        (void)pthread_mutex_lock(&t->mu);
+        out = xcalloc(t->count + 1, sizeof *out);
+        for (size_t b = 0; b <= t->mask; b++)
+                for (http_sess *e = t->buckets[b], *next; e; e = next) {
+                        next = e->next;
+                        if (pick(e, now)) {
+                                unlink_locked(e);
+                                out[n++] = e;
+                        }
+                }
+        (void)pthread_mutex_unlock(&t->mu);
+        *ret_n = n;
+        return out;
+}
+
+static bool is_idle(http_sess *e, int64_t now) { return e->busy == 0 && now - e->last_ms > e->t->idle_ms; }
+static bool any(http_sess *e, int64_t now) { return true; }
+
+void http_sessions_expire(http_sessions *t) {
+        size_t n;
+        cleanup_free http_sess **gone = unlink_where(t, is_idle, &n);
+        for (size_t i = 0; i < n; i++)
+                finish_dropped(gone[i]);
+}
+
+void http_sessions_cancel_all(http_sessions *t) {
+        http_sess **live;
+        size_t n = 0, cap = 16;
+        (void)pthread_mutex_lock(&t->mu);
+        live = xcalloc(cap, sizeof *live);
+        for (http_sess *e = t->all; e; e = e->next_all) {
+                if (n == cap)
+                        live = xrealloc(live, (cap *= 2) * sizeof *live);
+                atomic_fetch_add(&e->refs, 1);
+                live[n++] = e;
+        }
+        (void)pthread_mutex_unlock(&t->mu);
+        for (size_t i = 0; i < n; i++) {
+                mcp_session_cancel_all(live[i]->s);
+                http_sess_unref(live[i]);
+        }
+        free(live);
+}
+
+void http_sessions_drop_all(http_sessions *t) {
+        size_t n;
+        cleanup_free http_sess **gone = unlink_where(t, any, &n);
+        for (size_t i = 0; i < n; i++)
+                finish_dropped(gone[i]);
+}
+
+void http_sessions_free(http_sessions *t) {
+        if (!t)
+                return;
+        http_sessions_drop_all(t);
+        free(t->buckets);
+        (void)pthread_mutex_destroy(&t->mu);
+        free(t);
+}
+
+mcp_session *http_sess_mcp(http_sess *e) { return e->s; }
+bool http_sess_legacy(http_sess *e) { return e->legacy; }
+
+bool http_sess_attach(http_sess *e, cm_sse *q) {
+        bool ok;
+        (void)pthread_mutex_lock(&e->smu);
+        ok = e->stream == NULL;
+        if (ok) {
+                cm_sse_ref(q);
+                e->stream = q;
+                mcp_session_set_notify(e->s, cm_sse_sink(q));
+        }
+        (void)pthread_mutex_unlock(&e->smu);
+        return ok;
+}
+
+void http_sess_detach(http_sess *e, cm_sse *q) {
+        bool mine;
+        (void)pthread_mutex_lock(&e->smu);
+        mine = e->stream == q;
+        if (mine) {
+                e->stream = NULL;
+                mcp_session_set_notify(e->s, NULL);
+        }
+        (void)pthread_mutex_unlock(&e->smu);
+        if (mine)
+                cm_sse_unref(q);
+}
+
+cm_sse *http_sess_stream(http_sess *e) {
+        cm_sse *q;
+        (void)pthread_mutex_lock(&e->smu);
+        q = e->stream;
+        if (q)
+                cm_sse_ref(q);
+        (void)pthread_mutex_unlock(&e->smu);
+        return q;
+}
