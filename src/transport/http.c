@@ -326,6 +326,8 @@ int cm_http_serve(mcp_server *srv, const cm_http_opts *opts, cm_err *err) {
                 return cm_err_set(err, EINVAL,
                                   "http: nothing to listen on; give --http [HOST:]PORT and/or --socket "
                                   "PATH");
+        if (cm_mhd_load(err) < 0)
+                return -1;
         (void)pthread_mutex_init(&h.jobs_mu, NULL);
         (void)pthread_cond_init(&h.jobs_cv, NULL);
         h.sessions = http_sessions_new(opts->max_sessions ? opts->max_sessions : DEFAULT_MAX_SESSIONS,

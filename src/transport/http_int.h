@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <microhttpd.h>
+#include "util/lazy.h" /* MHD_* calls go through the table loaded on first use */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>

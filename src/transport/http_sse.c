@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
+#include "util/lazy.h" /* MHD_* calls go through the table loaded on first use */
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
