@@ -61,9 +61,9 @@ build() { # dir, meson args...
 
 run_meson_tests() { # dir, label, extra meson test args...
         local dir=$1 label=$2; shift 2
-        rm -f "$dir/meson-logs/testlog.json"
-        meson test -C "$dir" --print-errorlogs "$@"
-        count_meson "$dir/meson-logs/testlog.json" "$label"
+        rm -f "$dir/meson-logs/$label.json"
+        meson test -C "$dir" --print-errorlogs --logbase "$label" "$@"
+        count_meson "$dir/meson-logs/$label.json" "$label"
 }
 
 run_e2e() { # binary, label
@@ -106,7 +106,7 @@ if [[ -z ${CHECK_QUICK:-} ]]; then
         note "fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target)"
         if CC=clang build build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false; then
                 for f in build-fuzz/tests/fuzz_*; do
-                        [[ -x $f ]] || continue
+                        [[ -f $f && -x $f ]] || continue
                         name=${f##*/}
                         corpus=tests/fuzz/corpus/${name#fuzz_}
                         work=$(mktemp -d)
