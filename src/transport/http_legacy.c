@@ -96,20 +96,10 @@ enum MHD_Result http_legacy_post(http_req *r, struct MHD_Connection *c) {
         return http_empty(c, MHD_HTTP_ACCEPTED);
 }
 
-/* The 202 is on the wire, but a client reads its two connections in
- * whatever order its event loop gets to them: the SDK's SSEClientTransport
- * resolves a request from the stream and, when the program then closes,
- * aborts the POST whose 202 it has not processed yet (an AbortError in
- * onerror).  A short pause before the reply exists makes that rare; it costs
- * only this deprecated transport, and only this connection's thread. */
-#define REPLY_GRACE_NS (2 * 1000 * 1000)
-
 void http_legacy_completed(http_req *r) {
         cm_http *h = r->l->h;
         json_t *msg = steal_pointer(&r->deferred);
         cm_sse *q = http_sess_stream(r->e);
-        struct timespec grace = {0, REPLY_GRACE_NS};
-        (void)nanosleep(&grace, NULL);
         /* Quick messages run here, in the order they came; a tools/call runs
          * in a worker so a notifications/cancelled after it is not stuck
          * behind it.  With the stream gone the session is over: nothing runs. */
