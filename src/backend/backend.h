@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/copy.h"
 #include "util/err.h"
 
 /* Cancellation seen from below the MCP layer: an fd that turns readable when
@@ -112,6 +113,14 @@ typedef struct cm_stats {
         uint64_t io_write_bytes;
 } cm_stats;
 
+/* A host path that policy allowed: its allowed root (canonical) and the
+ * path below it ("" for the root itself).  Backends open `root` and resolve
+ * `rel` beneath it, so a symlink swapped in after the check cannot escape. */
+typedef struct cm_host_path {
+        const char *root;
+        const char *rel;
+} cm_host_path;
+
 /* What status() reports about one backend. */
 typedef struct cm_backend_status {
         bool available;
@@ -140,6 +149,13 @@ typedef struct cm_backend_ops {
         int (*stats)(cm_backend *b, const char *id, cm_stats *ret, cm_err *err);
         int (*stop)(cm_backend *b, const char *id, int grace_sec, cm_err *err);
         int (*remove)(cm_backend *b, const char *id, bool force, cm_err *err);
+        /* Copy a file or tree, like `docker cp`: onto an existing directory
+         * it lands inside it, else it takes the destination's name.
+         * Container paths resolve inside the container's root. */
+        int (*copy_in)(cm_backend *b, const char *id, const cm_host_path *src, const char *container_path,
+                       cm_copy_stats *ret, cm_err *err);
+        int (*copy_out)(cm_backend *b, const char *id, const char *container_path, const cm_host_path *dst,
+                        cm_copy_stats *ret, cm_err *err);
         void (*free)(cm_backend *b);
 } cm_backend_ops;
 

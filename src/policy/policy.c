@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/cleanup.h"
 
@@ -37,6 +38,52 @@ int cm_policy_host_path(const cm_config *cfg, const char *path, char **ret_real,
                           "host path %s is not under CONTAINER_MCP_ALLOWED_MOUNTS (%s); use a path inside those "
                           "directories, or add the directory to CONTAINER_MCP_ALLOWED_MOUNTS when you start the server",
                           path, roots[0] ? roots : "empty");
+}
+
+/* The longest allowed root that `real` lies under, or NULL. */
+static const char *root_of(const cm_config *cfg, const char *real) {
+        const char *best = NULL;
+        for (size_t i = 0; cfg->allowed_mounts && cfg->allowed_mounts[i]; i++)
+                if (cm_path_under(real, cfg->allowed_mounts[i]) &&
+                    (!best || strlen(cfg->allowed_mounts[i]) > strlen(best)))
+                        best = cfg->allowed_mounts[i];
+        return best;
+}
+
+/* A destination: canonical parent + last name. */
+static int dest_real(const cm_config *cfg, const char *path, char **ret, cm_err *err) {
+        cleanup_free char *copy = xstrdup(path), *parent = NULL;
+        char *slash = strrchr(copy, '/');
+        const char *name = slash ? slash + 1 : copy;
+        if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+                return cm_err_set(err, EINVAL, "host path %s must end in a file or directory name", path);
+        if (slash)
+                *slash = 0;
+        if (cm_policy_host_path(cfg, slash ? (copy[0] ? copy : "/") : ".", &parent, err) < 0)
+                return -1;
+        *ret = xasprintf("%s/%s", strcmp(parent, "/") == 0 ? "" : parent, name);
+        return 0;
+}
+
+int cm_policy_host_split(const cm_config *cfg, const char *path, bool must_exist, char **ret_root, char **ret_rel,
+                         cm_err *err) {
+        cleanup_free char *real = NULL;
+        const char *root;
+        if (!path || !*path)
+                return cm_err_set(err, EINVAL, "host path is empty");
+        if (must_exist && cm_policy_host_path(cfg, path, &real, err) < 0)
+                return -1;
+        if (!must_exist && access(path, F_OK) == 0 && cm_policy_host_path(cfg, path, &real, err) < 0)
+                return -1;
+        if (!real && dest_real(cfg, path, &real, err) < 0)
+                return -1;
+        root = root_of(cfg, real);
+        if (!root)
+                return cm_err_set(err, EACCES, "host path %s is not under CONTAINER_MCP_ALLOWED_MOUNTS", path);
+        *ret_root = xstrdup(root);
+        /* root is never "/" (config refuses it), so rel is what follows "root/" */
+        *ret_rel = xstrdup(real[strlen(root)] == '/' ? real + strlen(root) + 1 : "");
+        return 0;
 }
 
 int cm_policy_name(const char *name, cm_err *err) {

@@ -14,6 +14,13 @@
  * allow it. */
 int cm_policy_host_path(const cm_config *cfg, const char *path, char **ret_real, cm_err *err);
 
+/* The same check, giving the allowed root the path lies under and the path
+ * below it ("" for the root itself), as backends want it (cm_host_path).
+ * must_exist false: for a destination, only the parent must exist (it is
+ * canonicalised); the last name must not be ".", ".." or empty. */
+int cm_policy_host_split(const cm_config *cfg, const char *path, bool must_exist, char **ret_root, char **ret_rel,
+                         cm_err *err);
+
 /* True when `path` equals `root` or lies below it (component-wise). */
 bool cm_path_under(const char *path, const char *root);
 

@@ -1,6 +1,6 @@
 #include "tools/tools.h"
 
-static const cm_toolset *const toolsets[] = {&cm_toolset_run, &cm_toolset_lifecycle, &cm_toolset_containers,
+static const cm_toolset *const toolsets[] = {&cm_toolset_run, &cm_toolset_lifecycle, &cm_toolset_copy, &cm_toolset_containers,
                                                   &cm_toolset_diagnostics};
 
 int cm_tools_register(mcp_server *srv, const cm_config *cfg, cm_err *err) {

@@ -23,6 +23,7 @@ typedef struct cm_toolset {
 
 extern const cm_toolset cm_toolset_run;       /* run_container, exec_in_container */
 extern const cm_toolset cm_toolset_lifecycle; /* list, logs, stats, inspect, stop, remove */
+extern const cm_toolset cm_toolset_copy;      /* copy_files */
 extern const cm_toolset cm_toolset_containers; /* system_status */
 extern const cm_toolset cm_toolset_diagnostics;
 
