@@ -56,6 +56,32 @@ static void test_host_paths(void **state) {
         (void)state;
 }
 
+static void test_split(void **state) {
+        cleanup_free char *allowed = xasprintf("%s/allowed", tmp);
+        cleanup_free char *newfile = xasprintf("%s/allowed/new.txt", tmp), *esc = xasprintf("%s/allowed/escape", tmp);
+        cleanup_free char *deep = xasprintf("%s/allowed/nodir/x", tmp), *file = xasprintf("%s/allowed/f", tmp);
+        char *list[] = {allowed, NULL}, *root = NULL, *rel = NULL;
+        cm_config cfg = {.allowed_mounts = list};
+        cm_err err = CM_ERR_INIT;
+        assert_int_equal(cm_policy_host_split(&cfg, file, true, &root, &rel, &err), 0);
+        assert_string_equal(root, allowed);
+        assert_string_equal(rel, "f");
+        free(root), free(rel);
+        assert_int_equal(cm_policy_host_split(&cfg, allowed, true, &root, &rel, &err), 0);
+        assert_string_equal(rel, "");
+        free(root), free(rel);
+        /* a destination need not exist; its parent must */
+        assert_int_equal(cm_policy_host_split(&cfg, newfile, false, &root, &rel, &err), 0);
+        assert_string_equal(rel, "new.txt");
+        free(root), free(rel);
+        assert_true(cm_policy_host_split(&cfg, newfile, true, &root, &rel, &err) < 0);
+        assert_true(cm_policy_host_split(&cfg, deep, false, &root, &rel, &err) < 0);
+        /* an existing destination that is a symlink out is refused */
+        assert_true(cm_policy_host_split(&cfg, esc, false, &root, &rel, &err) < 0);
+        assert_non_null(strstr(err.msg, "resolves to"));
+        (void)state;
+}
+
 static void test_names_and_images(void **state) {
         cm_err err = CM_ERR_INIT;
         assert_int_equal(cm_policy_name("web-1.test_x", &err), 0);
@@ -78,6 +104,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_under),
                 cmocka_unit_test(test_host_paths),
+                cmocka_unit_test(test_split),
                 cmocka_unit_test(test_names_and_images),
         };
         if (!mkdtemp(tmp))
