@@ -1,0 +1,775 @@
+/* The life of a container: create and start (detached, to completion, or
+ * warm for the pool), stop, remove, list, inspect, logs, stats.  This is
+ * the parent's side; the child's is sandbox.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/native/internal.h"
+#include "backend/native/linux.h"
+#include "util/cleanup.h"
+
+/* What is being started: a detached container (with a record, a log and a
+ * control socket), a run to completion (no record), or a warm sandbox for
+ * the pool (no record; its init waits for one command on a socketpair). */
+enum launch_kind { L_RUN, L_WAIT, L_WARM };
+
+/* One container being started. */
+typedef struct launch {
+        enum launch_kind kind;
+        nstate st;
+        mnt_plan plan;
+        char **envp;
+        int sync[2]; /* #1 */
+        int out[2];  /* run_wait: stdout */
+        int eout[2]; /* run_wait: stderr */
+        int log_fd, exit_fd;
+        int cg_fds[CG__N];
+        size_t n_cg_fds;
+        int cg_dirfd;
+        int netns_fd;    /* run_wait: joined, then given back to the pool */
+        int ctl_fd;      /* run: the init's control socket (listening) */
+        int ctl_pair[2]; /* warm: [0] ours, [1] the init's */
+        pid_t pid;
+        int pidfd;
+} launch;
+
+static void closefd(int *fd) {
+        if (*fd >= 0)
+                (void)close(*fd);
+        *fd = -1;
+}
+
+static void launch_close_fds(launch *l) {
+        closefd(&l->sync[0]);
+        closefd(&l->sync[1]);
+        closefd(&l->out[0]);
+        closefd(&l->out[1]);
+        closefd(&l->eout[0]);
+        closefd(&l->eout[1]);
+        closefd(&l->log_fd);
+        closefd(&l->exit_fd);
+        closefd(&l->cg_dirfd);
+        closefd(&l->ctl_fd);
+        closefd(&l->ctl_pair[0]);
+        closefd(&l->ctl_pair[1]);
+        for (size_t i = 0; i < l->n_cg_fds; i++)
+                closefd(&l->cg_fds[i]);
+        l->n_cg_fds = 0;
+}
+
+static void strv_free(char **v) {
+        for (char **p = v; p && *p; p++)
+                free(*p);
+        free(v);
+}
+
+static void launch_free(launch *l) {
+        launch_close_fds(l);
+        closefd(&l->netns_fd);
+        closefd(&l->pidfd);
+        mnt_plan_free(&l->plan);
+        strv_free(l->envp);
+        state_free(&l->st);
+}
+
+/* Undo a start that failed or finished: kill, cgroups, record. */
+static void launch_discard(launch *l) {
+        if (l->pidfd >= 0) {
+                (void)sys_pidfd_send_signal(l->pidfd, SIGKILL);
+                (void)waitid((idtype_t)P_PIDFD, (id_t)l->pidfd, &(siginfo_t){0}, WEXITED);
+        }
+        (void)cg_destroy(&l->st.cg);
+        if (l->st.dir)
+                state_delete(&l->st);
+}
+
+/* ---- validation and the environment ------------------------------------ */
+
+static bool name_ok(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > 63 ||
+            !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= '0' && s[0] <= '9')))
+                return false;
+        for (; *s; s++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-", *s))
+                        return false;
+        return true;
+}
+
+static int check_spec(const native *n, const cm_run_spec *spec, bool wait, cm_err *err) {
+        if (!n->ok)
+                return cm_err_set(err, ENOTSUP, "the native runtime is not usable here: %s; %s", n->reason, n->fix);
+        if (wait && (!spec->argv || spec->argc == 0 || !spec->argv[0]))
+                return cm_err_set(err, EINVAL, "a command is needed to run to completion");
+        if (spec->argv && spec->argc > 0 && (!spec->argv[0] || !spec->argv[0][0]))
+                return cm_err_set(err, EINVAL, "the command's first element must be a program name");
+        if (spec->name && !name_ok(spec->name))
+                return cm_err_set(err, EINVAL,
+                                  "container name \"%s\" is not valid: use 1-63 of [a-zA-Z0-9_.-], starting with a "
+                                  "letter or digit",
+                                  spec->name);
+        if (spec->workdir && spec->workdir[0] != '/')
+                return cm_err_set(err, EINVAL, "workdir \"%s\" must be an absolute path", spec->workdir);
+        if (spec->network)
+                return cm_err_set(err, ENOTSUP,
+                                  "network: true is not available in the native runtime yet (it will need "
+                                  "slirp4netns or pasta); run without network, or use the docker backend");
+        if (spec->n_ports > 0)
+                return cm_err_set(err, ENOTSUP,
+                                  "published ports need network: true, which the native runtime "
+                                  "does not offer yet; use the docker backend");
+        for (size_t i = 0; i < spec->n_env; i++)
+                if (!spec->env[i].key || !spec->env[i].key[0] || strchr(spec->env[i].key, '='))
+                        return cm_err_set(err, EINVAL, "environment variable name \"%s\" is not valid",
+                                          spec->env[i].key ? spec->env[i].key : "");
+        if (spec->cpus < 0 || spec->memory_bytes < 0 || spec->pids < 0 || spec->tmpfs_bytes < 0)
+                return cm_err_set(err, EINVAL, "limits cannot be negative");
+        return 0;
+}
+
+static void env_set(char ***v, size_t *len, const char *key, const char *value) {
+        size_t kl = strlen(key);
+        char *kv = xasprintf("%s=%s", key, value ? value : "");
+        for (size_t i = 0; i < *len; i++)
+                if (strncmp((*v)[i], key, kl) == 0 && (*v)[i][kl] == '=') {
+                        free((*v)[i]);
+                        (*v)[i] = kv;
+                        return;
+                }
+        *v = xrealloc(*v, (*len + 2) * sizeof **v);
+        (*v)[(*len)++] = kv;
+        (*v)[*len] = NULL;
+}
+
+/* The container's environment: defaults, then the spec's. */
+static char **make_env(const cm_run_spec *spec, const char *hostname) {
+        char **v = xcalloc(1, sizeof *v);
+        size_t len = 0;
+        env_set(&v, &len, "PATH", NATIVE_PATH);
+        env_set(&v, &len, "HOME", "/root");
+        env_set(&v, &len, "HOSTNAME", hostname);
+        env_set(&v, &len, "LANG", "C.UTF-8");
+        for (size_t i = 0; i < spec->n_env; i++)
+                env_set(&v, &len, spec->env[i].key, spec->env[i].value);
+        return v;
+}
+
+char **native_env_merge(char *const *base, const cm_kv *env, size_t n_env) {
+        char **v = xcalloc(1, sizeof *v);
+        size_t len = 0;
+        for (char *const *p = base; p && *p; p++) {
+                const char *eq = strchr(*p, '=');
+                cleanup_free char *k = eq ? xstrndup(*p, (size_t)(eq - *p)) : NULL;
+                if (k)
+                        env_set(&v, &len, k, eq + 1);
+        }
+        for (size_t i = 0; i < n_env; i++)
+                env_set(&v, &len, env[i].key, env[i].value);
+        return v;
+}
+
+static char **copy_argv(char *const *argv, size_t argc) {
+        char **v;
+        if (!argv || argc == 0)
+                return NULL;
+        v = xcalloc(argc + 1, sizeof *v);
+        for (size_t i = 0; i < argc; i++)
+                v[i] = xstrdup(argv[i]);
+        return v;
+}
+
+void native_random_id(char ret[17]) {
+        unsigned char b[8];
+        if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+                struct timespec ts;
+                (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+                uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec;
+                memcpy(b, &x, sizeof b);
+        }
+        for (int i = 0; i < 8; i++)
+                (void)snprintf(ret + 2 * i, 3, "%02x", b[i]);
+}
+
+/* ---- creating ----------------------------------------------------------- */
+
+static int lock_state(const native *n) {
+        cleanup_free char *path = xasprintf("%s/lock", n->state_dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0 && flock(fd, LOCK_EX) < 0) {
+                (void)close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_name, launch *l, cm_err *err);
+
+/* The record first (so a crash leaves nothing a new server cannot find),
+ * then cgroups, the mount plan, env and fds. */
+static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, launch *l, cm_err *err) {
+        bool wait = kind != L_RUN;
+        char id[17];
+        int lock = -1, r;
+        cg_limits lim = {spec->memory_bytes, spec->cpus, spec->pids};
+
+        *l = (launch){.sync = {-1, -1},
+                      .out = {-1, -1},
+                      .eout = {-1, -1},
+                      .log_fd = -1,
+                      .exit_fd = -1,
+                      .cg_dirfd = -1,
+                      .netns_fd = -1,
+                      .ctl_fd = -1,
+                      .ctl_pair = {-1, -1},
+                      .pidfd = -1,
+                      .kind = kind};
+        if (check_spec(n, spec, kind == L_WAIT, err) < 0)
+                return -1;
+        native_random_id(id);
+        l->st.id = xstrdup(id);
+        l->st.name = spec->name ? xstrdup(spec->name) : xasprintf("cm-%.10s", id);
+        l->st.image = xstrdup(spec->image && spec->image[0] ? spec->image : "host");
+        l->st.created_at = (int64_t)time(NULL);
+        l->st.server_pid = n->self_pid;
+        l->st.server_start = n->self_start;
+        l->st.userns = n->rootless;
+        l->st.ephemeral = wait;
+        l->st.readonly_rootfs = spec->readonly_rootfs;
+        l->st.limits = lim;
+        l->st.tmpfs_bytes = spec->tmpfs_bytes > 0 ? spec->tmpfs_bytes : NATIVE_TMPFS_BYTES;
+        l->st.argv = copy_argv(spec->argv, spec->argc);
+        l->st.workdir = xstrdup(spec->workdir ? spec->workdir : NATIVE_WORKDIR);
+        l->st.labels = xcalloc(spec->n_labels + 1, sizeof *l->st.labels);
+        for (size_t i = 0; i < spec->n_labels; i++) {
+                l->st.labels[i].key = xstrdup(spec->labels[i].key);
+                l->st.labels[i].value = xstrdup(spec->labels[i].value);
+        }
+        l->st.n_labels = spec->n_labels;
+        l->envp = make_env(spec, l->st.name);
+        l->st.env = native_env_merge(l->envp, NULL, 0);
+
+        /* A run to completion (or a warm sandbox) leaves no record: its init
+         * dies with us, and its cgroup sits under our srv-<pid>-<start> dir,
+         * which the next server reaps if we crash. */
+        if (wait) {
+                cleanup_free char *rel = xasprintf("%s/%s", n->srv_tag, id);
+                return finish_prepare(n, spec, rel, l, err);
+        }
+        /* Names given by the caller must be unique, across servers too. */
+        if (spec->name) {
+                lock = lock_state(n);
+                if (state_name_taken(n, spec->name)) {
+                        if (lock >= 0)
+                                (void)close(lock);
+                        return cm_err_set(err, EEXIST,
+                                          "a container named \"%s\" exists; pick another name or remove it first",
+                                          spec->name);
+                }
+        }
+        {
+                cleanup_free char *cdir = xasprintf("%s/containers", n->state_dir);
+                (void)mkdir(cdir, 0700);
+        }
+        l->st.dir = xasprintf("%s/containers/%s", n->state_dir, id);
+        r = mkdir(l->st.dir, 0700) < 0 ? cm_err_sys(err, errno, "state: cannot create %s", l->st.dir)
+                                       : state_save(&l->st, err);
+        if (lock >= 0)
+                (void)close(lock);
+        if (r < 0) {
+                (void)rmdir(l->st.dir);
+                free(l->st.dir);
+                l->st.dir = NULL;
+                return -1;
+        }
+        return finish_prepare(n, spec, id, l, err);
+}
+
+/* cgroups, the mount plan, fds. */
+static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_name, launch *l, cm_err *err) {
+        bool wait = l->st.ephemeral;
+        rootfs_opts ro;
+
+        /* A run to completion joins only the hierarchies holding its limits;
+         * a warm sandbox all, its limits come later. */
+        if (cg_create(&n->cg, cg_name, &l->st.limits, l->kind == L_WAIT, &l->st.cg, err) < 0)
+                return -1;
+        if (!wait && state_save(&l->st, err) < 0)
+                return -1;
+        if (strcmp(l->st.image, "host") == 0 && hostetc_sync(n, err) < 0)
+                return -1;
+        ro = (rootfs_opts){l->st.image,           n->stage_dir, n->etc_dir,   l->st.name,    l->st.tmpfs_bytes,
+                           spec->readonly_rootfs, n->rootless,  spec->mounts, spec->n_mounts};
+        if (mnt_plan_build(&ro, &l->plan, err) < 0)
+                return -1;
+        if (cg_open_join(&l->st.cg, NULL, l->cg_fds, CG__N, &l->n_cg_fds, &l->cg_dirfd, err) < 0)
+                return -1;
+        if (pipe2(l->sync, O_CLOEXEC) < 0)
+                return cm_err_sys(err, errno, "pipe");
+        if (wait)
+                l->netns_fd = netns_take(n);
+        if (l->kind == L_WAIT) {
+                if (pipe2(l->out, O_CLOEXEC) < 0 || pipe2(l->eout, O_CLOEXEC) < 0)
+                        return cm_err_sys(err, errno, "pipe");
+        } else if (l->kind == L_WARM) {
+                if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l->ctl_pair) < 0)
+                        return cm_err_sys(err, errno, "socketpair");
+        } else {
+                cleanup_free char *log = xasprintf("%s/log", l->st.dir);
+                cleanup_free char *ex = xasprintf("%s/exit", l->st.dir);
+                l->log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+                l->exit_fd = open(ex, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                if (l->log_fd < 0 || l->exit_fd < 0)
+                        return cm_err_sys(err, errno, "state: cannot create the log of %s", l->st.id);
+                l->ctl_fd = init_ctl_listen(l->st.dir, err);
+                if (l->ctl_fd < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
+        bool wait = l->kind != L_RUN;
+        sb_config c = {
+                .userns = n->rootless,
+                .outer_uid = n->uid,
+                .outer_gid = n->gid,
+                .hostname = l->st.name,
+                .stage = n->stage_dir,
+                .root_bytes = l->st.tmpfs_bytes,
+                .plan = &l->plan,
+                .readonly_rootfs = spec->readonly_rootfs,
+                .n_cg_fds = l->n_cg_fds,
+                .cg_dirfd = l->cg_dirfd,
+                .rlimit_fallback = n->cg.mode == CG_NONE,
+                .memory_bytes = spec->memory_bytes,
+                .pids = spec->pids,
+                .caps_keep = n->caps_keep,
+                .last_cap = n->last_cap,
+                .seccomp = &n->seccomp,
+                .argv = l->st.argv,
+                .envp = l->envp,
+                .workdir = l->st.workdir,
+                .err_fd = l->sync[1],
+                .stdin_fd = -1,
+                .stdout_fd = l->out[1],
+                .stderr_fd = l->eout[1],
+                .log_fd = l->log_fd,
+                .log_cap = NATIVE_LOG_CAP,
+                .exit_fd = l->exit_fd,
+                /* A run-to-completion sandbox always dies with its server. */
+                .lifeline_fd = wait || !n->adopt_orphans ? n->lifeline_r : -1,
+                .netns_fd = l->netns_fd,
+                .ctl_fd = l->ctl_fd,
+                .ctl_conn = l->ctl_pair[1],
+        };
+        memcpy(c.cg_fds, l->cg_fds, sizeof c.cg_fds);
+
+        l->pid = sb_spawn(&c, &l->pidfd, err);
+        if (l->pid < 0)
+                return -1;
+        if (wait && l->netns_fd < 0)
+                l->netns_fd = netns_keep(n, l->pid);
+        /* The child's ends and what only the child needs. */
+        closefd(&l->sync[1]);
+        closefd(&l->out[1]);
+        closefd(&l->eout[1]);
+        closefd(&l->log_fd);
+        closefd(&l->exit_fd);
+        closefd(&l->cg_dirfd);
+        closefd(&l->ctl_fd);
+        closefd(&l->ctl_pair[1]);
+        for (size_t i = 0; i < l->n_cg_fds; i++)
+                closefd(&l->cg_fds[i]);
+        l->n_cg_fds = 0;
+        if (sb_wait_ready(l->sync[0], err) < 0) /* #1 */
+                return -1;
+        closefd(&l->sync[0]);
+        return 0;
+}
+
+static void kill_sandbox(void *ctx) {
+        launch *l = ctx;
+        (void)sys_pidfd_send_signal(l->pidfd, SIGKILL); /* pid 1: the whole namespace goes */
+}
+
+static int exit_code_of(const siginfo_t *si) {
+        if (si->si_code == CLD_EXITED)
+                return si->si_status;
+        return 128 + si->si_status;
+}
+
+int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err) {
+        native *n = (native *)b;
+        launch l;
+        int64_t t0 = now_ms();
+        siginfo_t si = {0};
+        int r;
+
+        *ret = (cm_exec_result){0};
+        if (check_spec(n, spec, true, err) < 0)
+                return -1;
+        /* A warm sandbox when one fits and is ready. */
+        r = pool_run(n, spec, cancel, ret, err);
+        if (r != 1) {
+                if (r == 0)
+                        ret->duration_ms = now_ms() - t0;
+                else
+                        cm_exec_result_clear(ret);
+                return r;
+        }
+        if (prepare(n, spec, L_WAIT, &l, err) < 0 || start(n, spec, &l, err) < 0) {
+                launch_discard(&l);
+                launch_free(&l);
+                return -1;
+        }
+        {
+                pump_io io = {.out_fd = l.out[0],
+                              .err_fd = l.eout[0],
+                              .in_fd = -1,
+                              .cap = spec->output_cap,
+                              .timeout_ms = spec->timeout_ms,
+                              .cancel = cancel};
+                pump_target t = {l.pidfd, kill_sandbox, &l};
+                l.out[0] = l.eout[0] = -1; /* the pump closes them */
+                r = pump_run(&io, &t, ret, err);
+        }
+        if (r < 0)
+                (void)sys_pidfd_send_signal(l.pidfd, SIGKILL);
+        if (waitid((idtype_t)P_PIDFD, (id_t)l.pidfd, &si, WEXITED) == 0 && r == 0)
+                ret->exit_code = exit_code_of(&si);
+        /* Everything in the sandbox is gone: its network namespace can serve
+         * the next one. */
+        netns_give(n, l.netns_fd);
+        l.netns_fd = -1;
+        closefd(&l.pidfd);
+        (void)cg_destroy(&l.st.cg);
+        launch_free(&l);
+        ret->duration_ms = now_ms() - t0;
+        if (r < 0)
+                cm_exec_result_clear(ret);
+        return r;
+}
+
+int native_run(cm_backend *b, const cm_run_spec *spec, char **ret_id, cm_err *err) {
+        native *n = (native *)b;
+        launch l;
+
+        if (prepare(n, spec, L_RUN, &l, err) < 0 || start(n, spec, &l, err) < 0) {
+                launch_discard(&l);
+                launch_free(&l);
+                return -1;
+        }
+        l.st.init_pid = l.pid;
+        l.st.init_start = proc_start_time(l.pid);
+        if (state_save(&l.st, err) < 0) {
+                launch_discard(&l);
+                launch_free(&l);
+                return -1;
+        }
+        *ret_id = xstrdup(l.st.id);
+        launch_free(&l);
+        return 0;
+}
+
+/* ---- warm sandboxes (the pool, pool.c) ---------------------------------- */
+
+int native_warm_create(native *n, warm_box *ret, cm_err *err) {
+        cm_run_spec spec = {.image = "host"};
+        launch l;
+        int r = -1;
+
+        if (prepare(n, &spec, L_WARM, &l, err) == 0 && start(n, &spec, &l, err) == 0) {
+                *ret = (warm_box){.pid = l.pid,
+                                  .pidfd = take_fd(&l.pidfd),
+                                  .conn = take_fd(&l.ctl_pair[0]),
+                                  .netns_fd = take_fd(&l.netns_fd),
+                                  .cg = l.st.cg};
+                (void)snprintf(ret->hostname, sizeof ret->hostname, "%s", l.st.name);
+                l.st.cg = (cg_paths){0};
+                r = 0;
+        } else
+                launch_discard(&l);
+        launch_free(&l);
+        return r;
+}
+
+void native_warm_destroy(native *n, warm_box *w) {
+        if (w->pidfd >= 0) {
+                (void)sys_pidfd_send_signal(w->pidfd, SIGKILL);
+                (void)waitid((idtype_t)P_PIDFD, (id_t)w->pidfd, &(siginfo_t){0}, WEXITED);
+        }
+        closefd(&w->pidfd);
+        closefd(&w->conn);
+        netns_give(n, w->netns_fd); /* everything in it is gone */
+        w->netns_fd = -1;
+        (void)cg_destroy(&w->cg);
+        cg_paths_free(&w->cg);
+}
+
+static void kill_warm(void *ctx) {
+        (void)sys_pidfd_send_signal(((warm_box *)ctx)->pidfd, SIGKILL); /* pid 1: all goes */
+}
+
+/* Run to completion in a warm sandbox: limits into its cgroup, then the
+ * command through its init.  As with a fresh sandbox, the whole sandbox
+ * goes afterwards (the pool's thread tears it down). */
+int native_warm_run(native *n, warm_box *w, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
+                    cm_err *err) {
+        cg_limits lim = {spec->memory_bytes, spec->cpus, spec->pids};
+        int sync_p[2] = {-1, -1}, out_p[2] = {-1, -1}, err_p[2] = {-1, -1};
+        cleanup_free char **argv = xcalloc(spec->argc + 1, sizeof *argv);
+        char **envp = make_env(spec, w->hostname);
+        int r = -1;
+        int32_t code;
+        ssize_t k;
+
+        for (size_t i = 0; i < spec->argc; i++)
+                argv[i] = spec->argv[i];
+        if (cg_set_limits(&w->cg, &lim) < 0) {
+                r = cm_err_sys(err, errno, "cgroup: cannot set the limits");
+                goto out;
+        }
+        if (pipe2(sync_p, O_CLOEXEC) < 0 || pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0) {
+                r = cm_err_sys(err, errno, "pipe");
+                goto out;
+        }
+        r = init_ctl_send_spawn(w->conn, argv, envp, spec->workdir ? spec->workdir : NATIVE_WORKDIR,
+                                (int[]){sync_p[1], out_p[1], err_p[1], -1},
+                                n->cg.mode == CG_NONE ? spec->memory_bytes : 0, n->cg.mode == CG_NONE ? spec->pids : 0);
+        if (r < 0) {
+                r = r == -E2BIG ? 1 : cm_err_sys(err, -r, "cannot send the command to the sandbox's init");
+                goto out;
+        }
+        closefd(&sync_p[1]);
+        closefd(&out_p[1]);
+        closefd(&err_p[1]);
+        r = sb_wait_ready(sync_p[0], err); /* #1 */
+        if (r < 0)
+                goto out;
+        {
+                pump_io io = {.out_fd = out_p[0],
+                              .err_fd = err_p[0],
+                              .in_fd = -1,
+                              .cap = spec->output_cap,
+                              .timeout_ms = spec->timeout_ms,
+                              .cancel = cancel};
+                pump_target t = {w->conn, kill_warm, w};
+                out_p[0] = err_p[0] = -1; /* the pump closes them */
+                r = pump_run(&io, &t, ret, err);
+        }
+        if (r == 0) {
+                do
+                        k = recv(w->conn, &code, sizeof code, 0);
+                while (k < 0 && errno == EINTR);
+                ret->exit_code = k == (ssize_t)sizeof code ? code : 128 + SIGKILL;
+        }
+out:
+        for (int i = 0; i < 2; i++) {
+                closefd(&sync_p[i]);
+                closefd(&out_p[i]);
+                closefd(&err_p[i]);
+        }
+        for (char **p = envp; *p; p++)
+                free(*p);
+        free(envp);
+        return r;
+}
+
+/* ---- after the start ---------------------------------------------------- */
+
+/* An fd for the init that cannot be a recycled pid's; -1 when it is gone. */
+int native_init_pidfd(const nstate *s) {
+        int fd;
+        if (s->init_pid <= 0)
+                return -1;
+        fd = sys_pidfd_open(s->init_pid, 0);
+        if (fd >= 0 && !proc_alive(s->init_pid, s->init_start)) {
+                (void)close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+int native_root_fd(const nstate *s, int *ret_fd, cm_err *err) {
+        char path[64];
+        int fd;
+
+        if (!s->userns) {
+                (void)snprintf(path, sizeof path, "/proc/%d/root", (int)s->init_pid);
+                fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0 || !proc_alive(s->init_pid, s->init_start)) {
+                        if (fd >= 0)
+                                (void)close(fd);
+                        return cm_err_set(err, ESRCH, "container %s is not running", s->name);
+                }
+                *ret_fd = fd;
+                return 0;
+        }
+        return init_ctl_root(s->dir, ret_fd, err);
+}
+
+static void write_exit(const nstate *s, int code) {
+        cleanup_free char *path = xasprintf("%s/exit", s->dir);
+        char buf[16];
+        struct stat st;
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return;
+        /* Unless the init got to write the main process's own code. */
+        if (fstat(fd, &st) == 0 && st.st_size == 0)
+                (void)write_all(fd, buf, (size_t)snprintf(buf, sizeof buf, "%d\n", code));
+        (void)close(fd);
+}
+
+int native_stop(cm_backend *b, const char *id, int grace_sec, cm_err *err) {
+        native *n = (native *)b;
+        nstate s = {0};
+        int fd;
+        struct pollfd p;
+
+        if (state_load(n, id, &s, err) < 0)
+                return -1;
+        fd = native_init_pidfd(&s);
+        if (fd < 0) {
+                state_free(&s);
+                return 0; /* not running: nothing to stop */
+        }
+        p = (struct pollfd){fd, POLLIN, 0};
+        if (grace_sec > 0 && sys_pidfd_send_signal(fd, SIGTERM) == 0 && poll(&p, 1, grace_sec * 1000) == 1) {
+                /* the init wrote the main process's exit code */
+        } else {
+                (void)sys_pidfd_send_signal(fd, SIGKILL);
+                (void)poll(&p, 1, 5000);
+                write_exit(&s, 137);
+        }
+        if (s.server_pid == getpid())
+                (void)waitid((idtype_t)P_PIDFD, (id_t)fd, &(siginfo_t){0}, WEXITED | WNOHANG);
+        (void)close(fd);
+        cg_kill(&s.cg);
+        state_free(&s);
+        return 0;
+}
+
+int native_remove(cm_backend *b, const char *id, bool force, cm_err *err) {
+        native *n = (native *)b;
+        nstate s = {0};
+        int r;
+
+        if (state_load(n, id, &s, err) < 0)
+                return -1;
+        if (strcmp(s.state, "running") == 0 && !force) {
+                r = cm_err_set(err, EBUSY, "container %s is running; stop it first or remove it with force", s.name);
+                state_free(&s);
+                return r;
+        }
+        state_kill_init(&s);
+        r = cg_destroy(&s.cg);
+        state_delete(&s);
+        if (r < 0)
+                (void)cm_err_sys(err, -r, "container %s removed, but its cgroup could not be removed", s.name);
+        state_free(&s);
+        return r < 0 ? -1 : 0;
+}
+
+int native_list(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err) {
+        native *n = (native *)b;
+        nstate *v = NULL;
+        size_t len = 0, m = 0;
+        cm_container_info *out;
+
+        if (state_list(n, &v, &len, err) < 0)
+                return -1;
+        out = xcalloc(len + 1, sizeof *out);
+        for (size_t i = 0; i < len; i++) {
+                nstate *s = &v[i];
+                if (!s->ephemeral && (all || strcmp(s->state, "running") == 0)) {
+                        cm_container_info *c = &out[m++];
+                        c->id = xstrdup(s->id);
+                        c->name = xstrdup(s->name);
+                        c->image = xstrdup(s->image);
+                        c->state = xstrdup(s->state);
+                        c->exit_code = s->exit_code < 0 ? 0 : s->exit_code;
+                        c->created_at = s->created_at;
+                        c->labels = steal_pointer(&s->labels);
+                        c->n_labels = s->n_labels;
+                        s->n_labels = 0;
+                }
+                state_free(s);
+        }
+        free(v);
+        *ret = out;
+        *ret_n = m;
+        return 0;
+}
+
+int native_inspect(cm_backend *b, const char *id, char **ret_json, cm_err *err) {
+        nstate s = {0};
+        if (state_load((native *)b, id, &s, err) < 0)
+                return -1;
+        *ret_json = state_to_json(&s);
+        state_free(&s);
+        return 0;
+}
+
+int native_logs(cm_backend *b, const char *id, size_t tail, char **ret, size_t *ret_len, cm_err *err) {
+        nstate s = {0};
+        cleanup_free char *path = NULL;
+        cleanup_close int fd = -1;
+        struct stat st;
+        char *buf;
+        size_t len = 0;
+        ssize_t k;
+
+        if (state_load((native *)b, id, &s, err) < 0)
+                return -1;
+        path = xasprintf("%s/log", s.dir);
+        state_free(&s);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                *ret = xstrdup("");
+                *ret_len = 0;
+                return 0;
+        }
+        buf = xmalloc((size_t)st.st_size + 1);
+        while (len < (size_t)st.st_size && (k = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
+                len += (size_t)k;
+        buf[len] = 0;
+        if (tail > 0) {
+                /* from the start of the tail-th line from the end */
+                size_t lines = 0, from = len;
+                if (from > 0 && buf[from - 1] == '\n')
+                        from--;
+                while (from > 0 && !(buf[from - 1] == '\n' && ++lines == tail))
+                        from--;
+                memmove(buf, buf + from, len - from + 1);
+                len -= from;
+        }
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+}
+
+int native_stats(cm_backend *b, const char *id, cm_stats *ret, cm_err *err) {
+        nstate s = {0};
+        int r;
+        if (state_load((native *)b, id, &s, err) < 0)
+                return -1;
+        r = cg_stats(&s.cg, ret);
+        state_free(&s);
+        if (r < 0)
+                return cm_err_set(err, ENOTSUP,
+                                  "no cgroup for this container, so no stats (system_status says why cgroups are "
+                                  "not in use)");
+        return 0;
+}

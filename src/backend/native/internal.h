@@ -1,0 +1,512 @@
+/* What the files of the native runtime share.  Not for use outside
+ * src/backend/native/.
+ *
+ * Two worlds meet here.  The parent (the server, maybe multi-threaded) plans
+ * everything: paths, mount lists, argv, env, the seccomp program, cgroups.
+ * The child of a raw clone() only carries the plan out: it must not allocate
+ * or take libc locks, so the functions marked "child" use syscalls, stack
+ * buffers and snprintf only. */
+#ifndef CM_NATIVE_INTERNAL_H
+#define CM_NATIVE_INTERNAL_H
+
+#include <linux/filter.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "backend/backend.h"
+#include "util/err.h"
+
+#define NATIVE_OUTPUT_CAP ((size_t)1 << 20)     /* per stream, when the spec says 0 */
+#define NATIVE_TMPFS_BYTES ((int64_t)256 << 20) /* /tmp and /workspace, when 0 */
+#define NATIVE_LOG_CAP ((size_t)4 << 20)        /* per-container log file */
+#define NATIVE_WORKDIR "/workspace"
+#define NATIVE_MAX_MOUNTS 32
+#define NATIVE_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* ---- errors from the child (sandbox.c) ---------------------------------- */
+
+/* Set-up steps in the order DESIGN §4 gives; the child names the one that
+ * failed. */
+enum sb_step {
+        SB_STEP_FDS,
+        SB_STEP_CGROUP,
+        SB_STEP_USERNS,
+        SB_STEP_MOUNTNS,
+        SB_STEP_ROOTFS,
+        SB_STEP_MOUNTS,
+        SB_STEP_PROC,
+        SB_STEP_DEV,
+        SB_STEP_PIVOT,
+        SB_STEP_HOSTNAME,
+        SB_STEP_NETWORK,
+        SB_STEP_RLIMITS,
+        SB_STEP_INIT,
+        SB_STEP_SETNS,
+        SB_STEP_WORKDIR,
+        SB_STEP_CAPS,
+        SB_STEP_NO_NEW_PRIVS,
+        SB_STEP_SECCOMP,
+        SB_STEP_EXEC,
+        SB_STEP__MAX
+};
+
+/* The structured message a child sends its parent when a step fails.  It is
+ * smaller than PIPE_BUF so one write() is atomic. */
+typedef struct sb_err {
+        int32_t step;
+        int32_t code; /* errno */
+        char what[248];
+} sb_err;
+
+/* child: fill e and return -code. */
+__attribute__((format(printf, 4, 5))) int sb_fail(sb_err *e, int step, int code, const char *fmt, ...);
+
+/* ---- mount plans (mount.c) ---------------------------------------------- */
+
+enum mnt_kind {
+        MNT_MKDIR,   /* dst, mode */
+        MNT_SYMLINK, /* src = link text, dst */
+        MNT_TOUCH,   /* dst: an empty file to bind a file on */
+        MNT_WRITE,   /* dst, data = file contents */
+        MNT_BIND,    /* src (host path) on dst, recursive */
+        MNT_TMPFS,   /* dst, data = options, flags */
+        MNT_PROC,    /* dst */
+        MNT_SYSFS,   /* dst */
+        MNT_DEVPTS,  /* dst, data = options */
+        MNT_MKNOD,   /* dst, mode, flags = dev_t: a character device */
+        MNT_MASK,    /* dst: hide a file (bind /dev/null) or dir (empty ro tmpfs) */
+        MNT_RDONLY,  /* dst: make the mount at dst read-only (recursively) */
+        MNT_OVERLAY, /* dst, data = options */
+        MNT_CHDIR,   /* dst: the new root is here (an overlay on a dir) */
+};
+
+typedef struct mnt_op {
+        enum mnt_kind kind;
+        int step; /* the sb_step it runs in */
+        char *src;
+        char *dst; /* relative to the new root while it is being built */
+        char *data;
+        unsigned long flags;
+        unsigned mode;
+        bool optional; /* skip silently when the source is missing */
+        bool keep_rw;  /* MNT_RDONLY: set the other bits only */
+        bool check_id; /* MNT_BIND: src must still be this dev/ino */
+        dev_t dev;
+        ino_t ino;
+} mnt_op;
+
+typedef struct mnt_plan {
+        mnt_op *ops;
+        size_t n, cap;
+        int step; /* given to the ops added next */
+} mnt_plan;
+
+void mnt_plan_free(mnt_plan *p);
+
+typedef struct rootfs_opts {
+        const char *image;   /* "host" or an absolute rootfs directory */
+        const char *stage;   /* where the scratch tmpfs is (absolute) */
+        const char *etc_dir; /* the host image's /etc copy */
+        const char *hostname;
+        int64_t tmpfs_bytes;
+        bool readonly_rootfs;
+        bool userns;
+        const cm_mount *mounts;
+        size_t n_mounts;
+} rootfs_opts;
+
+/* parent: the whole file system of a sandbox, as a list of steps. */
+int mnt_plan_build(const rootfs_opts *o, mnt_plan *ret, cm_err *err);
+/* child: carry out the plan, cwd being the new root; e says which op failed. */
+int mnt_plan_run(const mnt_plan *p, int step, sb_err *e);
+/* child: make "/" private, put a tmpfs on stage and chdir into it. */
+int mnt_enter_stage(const char *stage, int64_t size, sb_err *e);
+/* child: pivot_root into the cwd and drop the old root. */
+int mnt_pivot(bool readonly_root, sb_err *e);
+
+/* ---- cgroups (cgroup.c) ------------------------------------------------- */
+
+enum cg_mode { CG_NONE, CG_V1, CG_V2 };
+
+enum cg_ctrl { CG_MEMORY, CG_CPU, CG_CPUACCT, CG_PIDS, CG_FREEZER, CG_BLKIO, CG__N };
+
+/* What this machine offers, found once at open. */
+typedef struct cg_system {
+        enum cg_mode mode;
+        char *base[CG__N]; /* v1: per controller, the dir containers go under;
+                              v2: base[0] only.  NULL: not in use. */
+        char reason[384];  /* why this mode (shown by status) */
+        bool slow_attach;  /* v1 without favordynmods: joining a cgroup
+                              waits for an RCU grace period */
+} cg_system;
+
+/* One container's (or one exec's) cgroup directories. */
+typedef struct cg_paths {
+        enum cg_mode mode;
+        char *dir[CG__N]; /* v2: dir[0] only */
+} cg_paths;
+
+typedef struct cg_limits {
+        int64_t memory_bytes;
+        double cpus;
+        int64_t pids;
+} cg_limits;
+
+void cg_detect(cg_system *s, const char *force, const char *tag);
+const char *cg_ctrl_name(int c);
+int cg_ctrl_from_name(const char *name);
+void cg_system_free(cg_system *s);
+const char *cg_mode_name(enum cg_mode m);
+/* parent: base/rel for every controller (v2: with controllers enabled for
+ * its children). */
+int cg_ensure_dir(const cg_system *s, const char *rel);
+/* parent: mkdir base/id and write limits. */
+int cg_create(const cg_system *s, const char *id, const cg_limits *l, bool limits_only, cg_paths *ret, cm_err *err);
+/* parent: a sub-cgroup (v2: every controller; v1: freezer or pids only) to
+ * kill one exec's process tree as a whole. */
+int cg_create_sub(const cg_paths *parent, const char *name, cg_paths *ret, cm_err *err);
+/* parent: fds the child writes "0" into to join; *ret_dirfd: v2 dir for
+ * CLONE_INTO_CGROUP (-1 for v1). */
+int cg_open_join(const cg_paths *p, const cg_paths *sub, int *fds, size_t max, size_t *ret_n, int *ret_dirfd,
+                 cm_err *err);
+/* child */
+int cg_join(const int *fds, size_t n);
+void cg_kill(const cg_paths *p);
+/* Remove the dirs if nothing runs in them any more (an exec's background
+ * processes keep theirs until the container goes). */
+void cg_release(const cg_paths *p);
+/* Remove the dirs (kills what is left first). */
+int cg_destroy(const cg_paths *p);
+int cg_stats(const cg_paths *p, cm_stats *ret);
+/* parent: (re)write the limits of an existing cgroup; 0 values are left. */
+int cg_set_limits(const cg_paths *p, const cg_limits *l);
+void cg_paths_free(cg_paths *p);
+bool cg_paths_empty(const cg_paths *p);
+
+/* ---- privileges (caps.c, seccomp.c) ------------------------------------- */
+
+uint64_t caps_default_keep(void);
+int caps_last_cap(void);
+/* child: bounding set, ambient, then effective/permitted/inheritable. */
+int caps_drop(uint64_t keep, int last_cap);
+
+/* parent: build the filter once; the program stays owned by the backend. */
+int seccomp_build(struct sock_fprog *ret, cm_err *err);
+/* child: install; the last thing before execve. */
+int seccomp_apply(const struct sock_fprog *prog);
+
+/* ---- the backend ------------------------------------------------------- */
+
+typedef struct native {
+        cm_backend base;
+        bool ok;          /* usable at all */
+        char reason[512]; /* when !ok */
+        char fix[512];
+        char *state_dir;
+        char *stage_dir; /* empty dir the new roots are mounted on */
+        bool rootless;   /* euid != 0: a user namespace maps us to root */
+        uid_t uid;
+        gid_t gid;
+        cg_system cg;
+        struct sock_fprog seccomp;
+        uint64_t caps_keep;
+        int last_cap;
+        int lifeline_r; /* each init polls this; EOF = the server died */
+        int lifeline_w;
+        bool adopt_orphans; /* CONTAINER_MCP_ORPHANS=adopt */
+        pid_t self_pid;
+        uint64_t self_start;
+        pthread_mutex_t lock; /* state records, within this process */
+        char *etc_dir;        /* the host image's /etc (hostetc.c) */
+        int etc_inotify;
+        bool etc_ready;
+        char *srv_tag;     /* srv-<pid>-<start>: cgroups of our run_waits */
+        int netns_pool[8]; /* spent network namespaces (ns_net.c) */
+        size_t n_netns;
+        struct native_pool *pool;
+        bool pool_tried; /* pool_start ran (under lock) */
+} native;
+
+/* ns_net.c: reuse of network namespaces, root only. */
+int netns_take(native *n);
+int netns_keep(native *n, pid_t pid);
+void netns_give(native *n, int fd);
+void netns_pool_free(native *n);
+
+/* hostetc.c: bring <state>/etc up to date with the host's; cheap when
+ * nothing changed. */
+int hostetc_sync(native *n, cm_err *err);
+void hostetc_close(native *n);
+
+/* ---- the sandbox (sandbox.c, init.c, exec.c) --------------------------- */
+
+/* Everything a new sandbox's child needs, prepared by the parent. */
+typedef struct sb_config {
+        bool userns;
+        uid_t outer_uid;
+        gid_t outer_gid;
+        const char *hostname;
+        const char *stage;
+        int64_t root_bytes;
+        const mnt_plan *plan;
+        bool readonly_rootfs;
+        int cg_fds[CG__N];
+        size_t n_cg_fds;
+        int cg_dirfd;         /* v2: clone straight into it; -1 otherwise */
+        bool rlimit_fallback; /* no cgroup: limits through rlimits */
+        int64_t memory_bytes;
+        int64_t pids;
+        uint64_t caps_keep;
+        int last_cap;
+        const struct sock_fprog *seccomp;
+        char *const *argv; /* NULL: the init waits for exec and stop */
+        char *const *envp;
+        const char *workdir;
+        int err_fd;    /* sb_err messages; EOF = exec happened */
+        int stdin_fd;  /* -1: /dev/null */
+        int stdout_fd; /* -1 with log_fd: pumped to the log */
+        int stderr_fd;
+        int log_fd; /* -1: none */
+        size_t log_cap;
+        int exit_fd; /* the init writes the main exit code here */
+        int lifeline_fd;
+        int netns_fd; /* join this network namespace (lo is up);
+                         -1: a new one */
+        int ctl_fd;   /* listening socket the init hands its
+                         namespaces out on; -1: none */
+        int ctl_conn; /* a warm sandbox: one spawn request comes
+                         on this connected socket; -1: none */
+} sb_config;
+
+/* The init's control socket (SOCK_SEQPACKET at <dir>/ctl, in the state
+ * dir, mode 0700: only the server's user reaches it).  A client sends one
+ * request; its first byte says what:
+ *   'n'  namespaces: the reply carries fds of the init's namespaces
+ *        (user, mnt, uts, ipc, net, pid, cgroup, in that order), for setns.
+ *   'r'  root: the reply carries an O_PATH fd of the sandbox's "/".
+ *   's'  spawn: an init_spawn_req, then the strings (workdir, argv, env,
+ *        each NUL-terminated), with fds [sync, stdout, stderr(, stdin)].
+ *        The init vforks the command (so it is born in the sandbox's
+ *        namespaces and cgroups, with its privileges and filter: nothing to
+ *        join), reports a failed exec on sync like any set-up step, and
+ *        sends the exit code as an int32 when the command ends.  A byte 'k'
+ *        from the client, or the client hanging up first, kills the
+ *        command's process group. */
+#define INIT_N_NS 7
+#define INIT_SPAWN_MAX (96 * 1024) /* bytes of strings */
+#define INIT_SPAWN_ARGS 4096       /* argv plus env entries */
+#define INIT_MAX_EXECS 32          /* at once, per container */
+
+typedef struct init_spawn_req {
+        char kind; /* 's' */
+        uint8_t has_stdin;
+        uint16_t reserved;
+        uint32_t argc, envc;
+        uint32_t len;          /* bytes of strings that follow */
+        int64_t rlimit_memory; /* without a cgroup; 0: the sandbox's */
+        int64_t rlimit_pids;
+} init_spawn_req;
+
+/* parent: the namespace fds of a running container's init. */
+int init_ctl_fetch(const char *dir, int ret[INIT_N_NS], cm_err *err);
+/* parent: an O_PATH fd of the container's root, from its init. */
+int init_ctl_root(const char *dir, int *ret_fd, cm_err *err);
+/* parent: a listening socket at <dir>/ctl for the init. */
+int init_ctl_listen(const char *dir, cm_err *err);
+/* parent: ask the init to spawn; fds[] = sync, stdout, stderr, stdin (-1:
+ * none).  Returns the connection (the exit code arrives on it), -E2BIG when
+ * the request is too large for the init (use setns instead), or another
+ * negative errno with err set. */
+int init_ctl_spawn(const char *dir, char *const *argv, char *const *envp, const char *workdir, const int fds[4],
+                   cm_err *err);
+/* The request itself, on a connected socket: 0, -E2BIG or -errno. */
+int init_ctl_send_spawn(int conn, char *const *argv, char *const *envp, const char *workdir, const int fds[4],
+                        int64_t rlimit_memory, int64_t rlimit_pids);
+
+/* parent: clone the sandbox; returns its pid (pid 1 inside). */
+int sb_spawn(const sb_config *c, int *ret_pidfd, cm_err *err);
+/* parent: wait for sync point #1 (set-up done and exec, or an error). */
+int sb_wait_ready(int err_fd, cm_err *err);
+
+/* The last steps of every process that runs user code: rlimits (without a
+ * cgroup), workdir, caps, no_new_privs, seccomp (unless inherited: seccomp
+ * NULL), execve (PATH searched in envp). child. */
+typedef struct sb_proc {
+        char *const *argv;
+        char *const *envp;
+        const char *workdir;
+        uint64_t caps_keep;
+        int last_cap;
+        const struct sock_fprog *seccomp;
+        int64_t rlimit_memory; /* without a cgroup: RLIMIT_AS, 0: none */
+        int64_t rlimit_pids;   /* without a cgroup: RLIMIT_NPROC, 0: none */
+} sb_proc;
+int sb_exec_proc(const sb_proc *p, sb_err *e);
+#define SB_MAX_FDS 48
+void sb_close_fds_except(const int *keep, size_t n);
+void sb_report(int fd, const sb_err *e);
+
+/* init.c: pid 1 of the sandbox: reaps, pumps the main process's output
+ * into the log, forwards stop signals, exits with the main process.  Closes
+ * err_fd (sync point #1).  Never returns. */
+__attribute__((noreturn)) void init_run(const sb_config *c, pid_t main_pid, int log_r);
+/* child: hide the server's command line and environment in our copy of
+ * its memory. */
+void init_scrub(void);
+/* The signals the init takes through its signalfd; blocked before the main
+ * process is forked so none is lost. */
+void init_signal_set(sigset_t *set);
+int sb_install_stdio(int in, int out, int err);
+void sb_reset_signals(void);
+
+/* ns_user.c, ns_net.c (child) */
+int userns_map(uid_t outer_uid, gid_t outer_gid, sb_err *e);
+int net_lo_up(sb_err *e);
+
+/* ---- output capture (pump.c) ------------------------------------------- */
+
+typedef struct pump_target {
+        int pidfd; /* the process whose exit ends the run */
+        void (*kill)(void *ctx);
+        void *ctx;
+} pump_target;
+
+typedef struct pump_io {
+        int out_fd, err_fd; /* read ends, owned by the pump (closed) */
+        int in_fd;          /* write end for stdin_data, -1: none */
+        const char *in_data;
+        size_t in_len;
+        size_t cap;
+        int64_t timeout_ms;
+        const cm_cancel *cancel;
+} pump_io;
+
+/* Collect output until the process exits and the pipes close, killing it on
+ * timeout or cancel.  Fills ret (except exit_code and duration). */
+int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_err *err);
+
+/* ---- state (state.c) --------------------------------------------------- */
+
+typedef struct nstate {
+        char *id;
+        char *name;
+        char *image;
+        char *dir; /* <state>/containers/<id> */
+        int64_t created_at;
+        pid_t init_pid;
+        uint64_t init_start;
+        pid_t server_pid;
+        uint64_t server_start;
+        bool userns;
+        bool ephemeral; /* run_wait: removed when done */
+        bool network;
+        bool readonly_rootfs;
+        cg_paths cg;
+        cg_limits limits;
+        int64_t tmpfs_bytes;
+        char **argv; /* NULL-terminated; NULL: idle init */
+        char **env;  /* NULL-terminated KEY=VALUE, the container's */
+        char *workdir;
+        cm_kv *labels;
+        size_t n_labels;
+        /* derived on load */
+        char state[16]; /* created | running | exited | dead */
+        int exit_code;
+} nstate;
+
+int state_dir_resolve(char **ret, cm_err *err);
+int state_save(const nstate *s, cm_err *err);
+int state_load(const native *n, const char *id_or_name, nstate *ret, cm_err *err);
+int state_list(const native *n, nstate **ret, size_t *ret_n, cm_err *err);
+void state_free(nstate *s);
+void state_delete(const nstate *s);
+char *state_to_json(const nstate *s);
+int state_name_taken(const native *n, const char *name);
+void state_kill_init(const nstate *s);
+/* Reap (or adopt) sandboxes whose server died. */
+void state_reap_orphans(native *n);
+
+/* ---- the operations (container.c, exec.c) ------------------------------ */
+
+int native_run(cm_backend *b, const cm_run_spec *spec, char **ret_id, cm_err *err);
+int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err);
+int native_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
+                cm_err *err);
+int native_list(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err);
+int native_inspect(cm_backend *b, const char *id, char **ret_json, cm_err *err);
+int native_logs(cm_backend *b, const char *id, size_t tail, char **ret, size_t *ret_len, cm_err *err);
+int native_stats(cm_backend *b, const char *id, cm_stats *ret, cm_err *err);
+int native_stop(cm_backend *b, const char *id, int grace_sec, cm_err *err);
+int native_remove(cm_backend *b, const char *id, bool force, cm_err *err);
+
+/* copy.c */
+int native_copy_in(cm_backend *b, const char *id, const cm_host_path *src, const char *container_path,
+                   cm_copy_stats *ret, cm_err *err);
+int native_copy_out(cm_backend *b, const char *id, const char *container_path, const cm_host_path *dst,
+                    cm_copy_stats *ret, cm_err *err);
+/* An O_PATH fd of a running container's root directory: through
+ * /proc/<init>/root when we may (root), else from the init itself (its
+ * control socket), as a server without CAP_SYS_PTRACE may not look into a
+ * non-dumpable process's /proc. */
+int native_root_fd(const nstate *s, int *ret_fd, cm_err *err);
+
+/* The container's env (base, KEY=VALUE) with env laid over it. */
+char **native_env_merge(char *const *base, const cm_kv *env, size_t n_env);
+/* 16 hex digits from getrandom. */
+void native_random_id(char ret[17]);
+/* A pidfd for a container's init, checked against its start time; -1 when
+ * it is not running. */
+int native_init_pidfd(const nstate *s);
+
+/* ---- warm sandboxes (pool.c, container.c) -------------------------------
+ *
+ * A run to completion is the common call.  A sandbox started ahead of need
+ * (by the pool's thread, off the caller's path) only waits for its command:
+ * the caller pays for writing limits and one request to its init, not for
+ * namespaces, mounts or (on cgroup v1, a grace period each) cgroup joins. */
+
+typedef struct warm_box {
+        pid_t pid;
+        int pidfd;
+        int conn; /* our end of the init's socketpair */
+        int netns_fd;
+        cg_paths cg;
+        char hostname[32];
+} warm_box;
+
+#define POOL_MAX 4
+
+typedef struct native_pool {
+        pthread_t thread;
+        bool running;
+        bool stop;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        size_t target; /* warm sandboxes to keep ready */
+        warm_box ready[POOL_MAX];
+        size_t n_ready;
+        warm_box spent[POOL_MAX * 2]; /* to tear down */
+        size_t n_spent;
+} native_pool;
+
+void pool_stop(native *n);
+/* 1: nothing warm fits (start a sandbox the usual way); 0 or -1 as
+ * run_wait. */
+int pool_run(native *n, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err);
+int native_warm_create(native *n, warm_box *ret, cm_err *err);
+int native_warm_run(native *n, warm_box *w, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
+                    cm_err *err);
+void native_warm_destroy(native *n, warm_box *w);
+
+/* ---- small shared helpers (native.c) ----------------------------------- */
+
+uint64_t proc_start_time(pid_t pid);
+bool proc_alive(pid_t pid, uint64_t start);
+int64_t now_ms(void);
+int read_file(const char *path, char *buf, size_t size);
+int write_file(const char *path, const char *text);
+
+#endif

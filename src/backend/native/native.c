@@ -1,0 +1,320 @@
+/* The native backend: the operations table, opening (what this machine
+ * offers, found once), status, and small helpers the other files share. */
+#include "backend/native/native.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/native/internal.h"
+#include "backend/native/linux.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+int read_file(const char *path, char *buf, size_t size) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n;
+        size_t len = 0;
+        if (fd < 0)
+                return -1;
+        while (len + 1 < size && (n = read(fd, buf + len, size - 1 - len)) > 0)
+                len += (size_t)n;
+        (void)close(fd);
+        buf[len] = 0;
+        return (int)len;
+}
+
+int write_file(const char *path, const char *text) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        int r;
+        if (fd < 0)
+                return -1;
+        r = write_all(fd, text, strlen(text));
+        if (r < 0) {
+                int e = errno;
+                (void)close(fd);
+                errno = e;
+                return -1;
+        }
+        return close(fd);
+}
+
+/* Field 22 of /proc/<pid>/stat (start time in clock ticks since boot),
+ * which tells a process from a later one that reused its pid; 0 when it is
+ * gone or a zombie. */
+uint64_t proc_start_time(pid_t pid) {
+        char path[64], buf[1024];
+        const char *p;
+        unsigned long long start = 0;
+        char state;
+
+        (void)snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        if (read_file(path, buf, sizeof buf) <= 0 || !(p = strrchr(buf, ')')))
+                return 0;
+        if (sscanf(p + 2, "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &state,
+                   &start) != 2 ||
+            state == 'Z' || state == 'X')
+                return 0;
+        return start;
+}
+
+bool proc_alive(pid_t pid, uint64_t start) {
+        uint64_t now = pid > 0 ? proc_start_time(pid) : 0;
+        return now != 0 && now == start;
+}
+
+int64_t now_ms(void) {
+        struct timespec ts;
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- what the machine offers -------------------------------------------- */
+
+static bool in_path(const char *prog) {
+        const char *path = getenv("PATH");
+        cleanup_free char *dup = xstrdup(path ? path : "/usr/local/bin:/usr/bin:/bin");
+        char *save = NULL;
+        for (char *d = strtok_r(dup, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+                cleanup_free char *p = xasprintf("%s/%s", d, prog);
+                if (access(p, X_OK) == 0)
+                        return true;
+        }
+        return false;
+}
+
+static bool has_fs(const char *name) {
+        char buf[4096];
+        return read_file("/proc/filesystems", buf, sizeof buf) > 0 && strstr(buf, name);
+}
+
+/* Can we make the namespaces at all?  A throwaway child tells, in about a
+ * millisecond, with the real reason when the kernel says no. */
+static int probe_namespaces(bool userns, int *ret_errno) {
+        int pidfd = -1;
+        struct cm_clone_args a = {
+                .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_PIDFD |
+                         (userns ? CLONE_NEWUSER : 0),
+                .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        siginfo_t si = {0};
+        pid_t pid = sys_clone3(&a);
+
+        if (pid < 0 && errno == ENOSYS) {
+                pid = (pid_t)syscall(SYS_clone, (unsigned long)(a.flags & ~(uint64_t)CLONE_PIDFD) | SIGCHLD, NULL, NULL,
+                                     NULL, 0);
+                if (pid == 0)
+                        _exit(0);
+                if (pid > 0)
+                        (void)waitpid(pid, NULL, 0);
+        }
+        if (pid == 0)
+                _exit(0);
+        if (pid < 0) {
+                *ret_errno = errno;
+                return -1;
+        }
+        if (pidfd >= 0) {
+                (void)waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED);
+                (void)close(pidfd);
+        }
+        return 0;
+}
+
+static void set_unavailable(native *n, const char *reason, const char *fix) {
+        n->ok = false;
+        (void)snprintf(n->reason, sizeof n->reason, "%.500s", reason);
+        (void)snprintf(n->fix, sizeof n->fix, "%.500s", fix);
+}
+
+/* A short stable name for the state dir, so cgroups of servers with
+ * different state dirs never mix. */
+static void state_tag(const char *dir, char ret[9]) {
+        uint32_t h = 2166136261u;
+        for (const char *p = dir; *p; p++)
+                h = (h ^ (uint8_t)*p) * 16777619u;
+        (void)snprintf(ret, 9, "%08x", h);
+}
+
+static void probe(native *n) {
+        cm_err err = CM_ERR_INIT;
+        int e = 0;
+        char tag[9];
+
+        if (state_dir_resolve(&n->state_dir, &err) < 0)
+                return set_unavailable(n, err.msg, "set CONTAINER_MCP_STATE_DIR to a writable directory");
+        n->stage_dir = xasprintf("%s/root", n->state_dir);
+        if (mkdir(n->stage_dir, 0755) < 0 && errno != EEXIST)
+                return set_unavailable(n, "cannot create the staging dir under the state dir",
+                                       "make the state directory writable (CONTAINER_MCP_STATE_DIR)");
+        if (probe_namespaces(n->rootless, &e) < 0) {
+                char why[256];
+                (void)snprintf(why, sizeof why, "cannot create %snamespaces: %s", n->rootless ? "user " : "",
+                               strerror(e));
+                return set_unavailable(
+                        n, why,
+                        n->rootless ? "enable unprivileged user namespaces (sysctl "
+                                      "kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0, and on "
+                                      "Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or run as root, or "
+                                      "use the docker backend"
+                                    : "the kernel lacks namespace support; use the docker backend");
+        }
+        if (seccomp_build(&n->seccomp, &err) < 0)
+                return set_unavailable(n, err.msg, "install libseccomp 2.5 or newer");
+        n->etc_dir = xasprintf("%s/etc", n->state_dir);
+        state_tag(n->state_dir, tag);
+        cg_detect(&n->cg, getenv("CONTAINER_MCP_NATIVE_CGROUP"), tag);
+        n->srv_tag = xasprintf("srv-%d-%llu", (int)n->self_pid, (unsigned long long)n->self_start);
+        (void)cg_ensure_dir(&n->cg, n->srv_tag);
+        n->ok = true;
+}
+
+/* ---- status ------------------------------------------------------------- */
+
+static const char *limits_text(const native *n) {
+        if (n->cg.mode == CG_V2)
+                return "cgroup v2: memory.max, cpu.max, pids.max";
+        if (n->cg.mode == CG_V1)
+                return "cgroup v1: memory, cpu (cfs quota), pids";
+        if (n->rootless)
+                return "rlimits: RLIMIT_AS for memory, RLIMIT_NPROC (per user namespace) for pids; no cpu limit";
+        return "rlimits: RLIMIT_AS for memory only (real root ignores RLIMIT_NPROC); no pids or cpu limit";
+}
+
+static void native_status(cm_backend *b, cm_backend_status *ret) {
+        native *n = (native *)b;
+        struct utsname u = {0};
+        char buf[64];
+        cleanup_json json_t *d = NULL, *warn = json_array();
+        cleanup_free char *text = NULL;
+
+        memset(ret, 0, sizeof *ret);
+        ret->available = n->ok;
+        if (uname(&u) == 0)
+                (void)snprintf(ret->version, sizeof ret->version, "linux %s", u.release);
+        if (!n->ok) {
+                (void)snprintf(ret->reason, sizeof ret->reason, "%s", n->reason);
+                (void)snprintf(ret->fix, sizeof ret->fix, "%s", n->fix);
+        }
+        if (n->cg.mode == CG_NONE)
+                (void)json_array_append_new(warn, json_string("no cgroup: limits fall back to rlimits; run as root "
+                                                              "or in a delegated cgroup v2"));
+        if (n->cg.slow_attach)
+                (void)json_array_append_new(
+                        warn, json_string("cgroup v1 without favordynmods: each sandbox waits ~10 ms to join its "
+                                          "cgroup; use cgroup v2, or mount -o remount,favordynmods one "
+                                          "hierarchy"));
+        d = json_pack("{s:s, s:b, s:s, s:s, s:s, s:b, s:b, s:b, s:b, s:s, s:s, s:O}", "kernel", u.release, "rootless",
+                      n->rootless, "user_namespaces", n->rootless ? (n->ok ? "yes" : "no") : "not needed (root)",
+                      "cgroup", cg_mode_name(n->cg.mode), "limits", limits_text(n), "seccomp", n->seccomp.len > 0,
+                      "overlay", has_fs("overlay"), "slirp4netns", in_path("slirp4netns"), "pasta", in_path("pasta"),
+                      "network", "off: a private network namespace with lo only", "state_dir",
+                      n->state_dir ? n->state_dir : "", "warnings", warn);
+        if (d) {
+                if (read_file("/proc/sys/user/max_user_namespaces", buf, sizeof buf) > 0)
+                        (void)json_object_set_new(d, "max_user_namespaces", json_integer(atoll(buf)));
+                (void)json_object_set_new(d, "cgroup_detail", json_string(n->cg.reason));
+                text = cm_json_dump(d);
+                /* The details must fit: the long explanations go first. */
+                if (strlen(text) >= sizeof ret->details) {
+                        (void)json_object_del(d, "cgroup_detail");
+                        free(text);
+                        text = cm_json_dump(d);
+                }
+                if (strlen(text) >= sizeof ret->details) {
+                        (void)json_object_del(d, "warnings");
+                        free(text);
+                        text = cm_json_dump(d);
+                }
+                (void)snprintf(ret->details, sizeof ret->details, "%s", text);
+        }
+}
+
+/* ---- open / free -------------------------------------------------------- */
+
+static void native_free(cm_backend *b) {
+        native *n = (native *)b;
+        if (!n)
+                return;
+        pool_stop(n);
+        if (n->lifeline_r >= 0)
+                (void)close(n->lifeline_r);
+        if (n->lifeline_w >= 0)
+                (void)close(n->lifeline_w);
+        hostetc_close(n);
+        netns_pool_free(n);
+        /* Our srv- dir, then the state dir's own, unless another live server
+         * (whose srv- dir is in it) or a container still uses it. */
+        for (int c = 0; c < CG__N && n->srv_tag; c++)
+                if (n->cg.base[c]) {
+                        cleanup_free char *dir = xasprintf("%s/%s", n->cg.base[c], n->srv_tag);
+                        (void)rmdir(dir);
+                        (void)rmdir(n->cg.base[c]);
+                }
+        free(n->srv_tag);
+        free(n->etc_dir);
+        cg_system_free(&n->cg);
+        free(n->seccomp.filter);
+        free(n->state_dir);
+        free(n->stage_dir);
+        (void)pthread_mutex_destroy(&n->lock);
+        free(n);
+}
+
+static const cm_backend_ops native_ops = {
+        .name = "native",
+        .status = native_status,
+        .run = native_run,
+        .run_wait = native_run_wait,
+        .exec = native_exec,
+        .list = native_list,
+        .inspect = native_inspect,
+        .logs = native_logs,
+        .stats = native_stats,
+        .stop = native_stop,
+        .remove = native_remove,
+        .copy_in = native_copy_in,
+        .copy_out = native_copy_out,
+        .free = native_free,
+};
+
+cm_backend *cm_native_open(void) {
+        native *n = xcalloc(1, sizeof *n);
+        const char *orphans = getenv("CONTAINER_MCP_ORPHANS");
+        int p[2];
+
+        n->base.ops = &native_ops;
+        n->base.priv = n;
+        n->lifeline_r = n->lifeline_w = -1;
+        n->etc_inotify = -1;
+        n->uid = geteuid();
+        n->gid = getegid();
+        n->rootless = n->uid != 0;
+        n->caps_keep = caps_default_keep();
+        n->last_cap = caps_last_cap();
+        n->self_pid = getpid();
+        n->self_start = proc_start_time(n->self_pid);
+        n->adopt_orphans = orphans && strcmp(orphans, "adopt") == 0;
+        (void)pthread_mutex_init(&n->lock, NULL);
+        /* Each init holds the read end; only we hold the write end, so our
+         * death, however it comes, is EOF there. */
+        if (pipe2(p, O_CLOEXEC) == 0) {
+                n->lifeline_r = p[0];
+                n->lifeline_w = p[1];
+        }
+        probe(n);
+        if (n->ok)
+                state_reap_orphans(n);
+        return &n->base;
+}

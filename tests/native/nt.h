@@ -1,0 +1,120 @@
+/* Helpers shared by the native runtime's tests: a backend on a private state
+ * dir, a one-call run-to-completion, and the exit-77 skip when this machine
+ * cannot make sandboxes (say, unprivileged user namespaces disabled). */
+#ifndef CM_TEST_NATIVE_NT_H
+#define CM_TEST_NATIVE_NT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/native/native.h"
+#include "util/cleanup.h"
+
+/* argv strings: the spec takes char *const *, literals are const */
+#define S(x) ((char *)(x))
+
+static char nt_state_dir[64];
+static cm_backend *nt_b;
+
+static inline void nt_rm_rf(const char *dir) {
+        /* the state dir holds only our own small files and empty dirs */
+        cleanup_free char *cmd = xasprintf("rm -rf -- '%s'", dir);
+        if (strncmp(dir, "/tmp/cm-native-", 15) == 0)
+                (void)!system(cmd);
+}
+
+/* A backend over a fresh state dir; exits 77 when the runtime cannot work
+ * here, printing why. */
+static inline cm_backend *nt_open_fresh(void) {
+        cm_backend_status st;
+        cm_backend *b;
+
+        if (!nt_state_dir[0]) {
+                (void)snprintf(nt_state_dir, sizeof nt_state_dir, "/tmp/cm-native-XXXXXX");
+                if (!mkdtemp(nt_state_dir)) {
+                        perror("mkdtemp");
+                        exit(1);
+                }
+                (void)setenv("CONTAINER_MCP_STATE_DIR", nt_state_dir, 1);
+        }
+        b = cm_native_open();
+        b->ops->status(b, &st);
+        if (!st.available) {
+                printf("SKIP: the native runtime cannot run here: %s (fix: %s)\n", st.reason, st.fix);
+                b->ops->free(b);
+                nt_rm_rf(nt_state_dir);
+                exit(77);
+        }
+        return b;
+}
+
+/* "--unprivileged": as root, become nobody first, so one binary tests both
+ * ways (the rootless path needs unprivileged user namespaces). */
+static inline void nt_setup(int argc, char **argv) {
+        if (argc > 1 && strcmp(argv[1], "--unprivileged") == 0 && geteuid() == 0) {
+                if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0) {
+                        printf("SKIP: cannot become nobody: %s\n", strerror(errno));
+                        exit(77);
+                }
+                (void)setenv("HOME", "/nonexistent", 1);
+                (void)unsetenv("XDG_STATE_HOME");
+        }
+        nt_b = nt_open_fresh();
+}
+
+static inline void nt_teardown(void) {
+        if (nt_b)
+                nt_b->ops->free(nt_b);
+        nt_b = NULL;
+        nt_rm_rf(nt_state_dir);
+}
+
+static inline bool nt_cgroups(void) {
+        cm_backend_status st;
+        nt_b->ops->status(nt_b, &st);
+        return !strstr(st.details, "\"cgroup\":\"none\"");
+}
+
+/* Run argv (NULL-terminated) to completion in a fresh "host" sandbox. */
+static inline int nt_run_spec(cm_run_spec *spec, cm_exec_result *r, cm_err *err) {
+        if (!spec->image)
+                spec->image = "host";
+        for (spec->argc = 0; spec->argv && spec->argv[spec->argc];)
+                spec->argc++;
+        return nt_b->ops->run_wait(nt_b, spec, NULL, r, err);
+}
+
+/* sh -c SCRIPT, asserting the run itself worked. */
+static inline void nt_sh(const char *script, cm_exec_result *r) {
+        char *argv[] = {S("/bin/sh"), S("-c"), S(script), NULL};
+        cm_run_spec spec = {.argv = argv, .timeout_ms = 20000};
+        cm_err err = CM_ERR_INIT;
+        int rc = nt_run_spec(&spec, r, &err);
+        if (rc < 0)
+                fail_msg("run_wait of %s: %s", script, err.msg);
+}
+
+static inline void nt_py(const char *code, cm_run_spec *spec, cm_exec_result *r) {
+        char *argv[] = {S("python3"), S("-c"), S(code), NULL};
+        cm_run_spec def = {.timeout_ms = 20000};
+        cm_err err = CM_ERR_INIT;
+        if (!spec)
+                spec = &def;
+        spec->argv = argv;
+        if (nt_run_spec(spec, r, &err) < 0)
+                fail_msg("run_wait of python %s: %s", code, err.msg);
+}
+
+#endif
