@@ -213,6 +213,77 @@ describe('containers on the native runtime', () => {
     }
   });
 
+  test('copy_files: host to container and back, symlinks never followed, host side allowlisted', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const src = path.join(allowed, 'proj');
+    fs.mkdirSync(path.join(src, 'sub'), { recursive: true });
+    fs.writeFileSync(path.join(src, 'main.py'), 'print("copied in")\n');
+    fs.writeFileSync(path.join(src, 'sub', 'data.txt'), 'data\n');
+    fs.symlinkSync('/etc/hostname', path.join(src, 'host-link'));
+    const s = await open();
+    try {
+      const c = ok(await call(s, 'run_container', { image: 'host', name: 'copier', command: ['sleep', '300'] }));
+      const inn = ok(await call(s, 'copy_files', {
+        container: 'copier', direction: 'to_container', source: src, destination: '/workspace',
+      }));
+      assert.equal(inn.files, 2);
+      const ran = ok(await call(s, 'exec_in_container', {
+        container: 'copier', command: ['sh', '-c', 'python3 /workspace/proj/main.py; readlink /workspace/proj/host-link'],
+      }));
+      assert.equal(ran.stdout, 'copied in\n/etc/hostname\n');
+      // The container makes a file and a symlink to the host's /etc/passwd.
+      ok(await call(s, 'exec_in_container', {
+        container: 'copier', command: ['sh', '-c', 'mkdir /workspace/out && echo result > /workspace/out/r.txt && ln -s /etc/passwd /workspace/out/pw'],
+      }));
+      const back = ok(await call(s, 'copy_files', {
+        container: 'copier', direction: 'from_container', source: '/workspace/out', destination: path.join(allowed, 'fetched'),
+      }));
+      assert.equal(back.files, 1);
+      assert.equal(fs.readFileSync(path.join(allowed, 'fetched', 'r.txt'), 'utf8'), 'result\n');
+      assert.ok(fs.lstatSync(path.join(allowed, 'fetched', 'pw')).isSymbolicLink(), 'a symlink stays a symlink');
+      refused(await call(s, 'copy_files', {
+        container: 'copier', direction: 'from_container', source: '/workspace/out', destination: path.join(outside, 'x'),
+      }), /CONTAINER_MCP_ALLOWED_MOUNTS/);
+      refused(await call(s, 'copy_files', {
+        container: 'copier', direction: 'to_container', source: '/etc/shadow', destination: '/workspace',
+      }), /CONTAINER_MCP_ALLOWED_MOUNTS/);
+      ok(await call(s, 'remove_container', { container: c.id, force: true }));
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+
+  test('restart: sandboxes of a server killed with SIGKILL are reaped by the next one, or adopted', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const gone = async (pid) => !fs.existsSync(`/proc/${pid}`) ||
+      /State:\s+Z/.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    for (const mode of ['reap', 'adopt']) {
+      const env = { CONTAINER_MCP_ORPHANS: mode };
+      const a = await open(env);
+      const c = ok(await call(a, 'run_container', { image: 'host', name: `orphan-${mode}`, command: ['sleep', '300'] }));
+      const pid = ok(await call(a, 'inspect_container', { container: c.id })).init.pid;
+      assert.ok(pid > 0);
+      a.kill(); // SIGKILL: no chance to clean up
+      await new Promise((res) => a.proc.once('exit', res));
+      const b = await open(env);
+      try {
+        const all = ok(await call(b, 'list_containers', { all: true })).containers;
+        if (mode === 'reap') {
+          assert.equal(all.find((x) => x.id === c.id), undefined, 'reaped');
+          assert.ok(await gone(pid), `init ${pid} of a reaped sandbox still runs`);
+        } else {
+          assert.equal(all.find((x) => x.id === c.id)?.state, 'running', 'adopted');
+          const ex = ok(await call(b, 'exec_in_container', { container: c.id, command: ['true'] }));
+          assert.equal(ex.exitCode, 0);
+          ok(await call(b, 'remove_container', { container: c.id, force: true }));
+          assert.ok(await gone(pid), `init ${pid} still runs after remove`);
+        }
+      } finally {
+        await b.close().finally(() => b.kill());
+      }
+    }
+  });
+
   test('read-only mode and the container cap refuse with what to change', T, async (t) => {
     if (nativeReason) return t.skip(nativeReason);
     const ro = await open({ CONTAINER_MCP_READONLY: '1' });
