@@ -61,9 +61,12 @@ build() { # dir, meson args...
 
 run_meson_tests() { # dir, label, extra meson test args...
         local dir=$1 label=$2; shift 2
-        rm -f "$dir/meson-logs/$label.json"
+        local log
+        rm -f "$dir/meson-logs/$label".json "$dir/meson-logs/$label"-*.json
         meson test -C "$dir" --print-errorlogs --logbase "$label" "$@"
-        count_meson "$dir/meson-logs/$label.json" "$label"
+        # With --wrapper, meson names the log after the wrapper too.
+        log=$(ls "$dir/meson-logs/$label".json "$dir/meson-logs/$label"-*.json 2>/dev/null | head -1)
+        count_meson "${log:-$dir/meson-logs/$label.json}" "$label"
 }
 
 run_e2e() { # binary, label

@@ -13,11 +13,24 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <linux/openat2.h>
+#include <stdbool.h>
+#include <sys/syscall.h>
 
 #include "util/cleanup.h"
 #include "util/copy.h"
 
 static char tmp[] = "/tmp/cm-copy-XXXXXX";
+
+/* Without openat2 (old kernels; valgrind, which does not know it) the
+ * fallback refuses every symlink on the way: stricter, never looser. */
+static bool have_openat2(void) {
+        struct open_how how = {.flags = O_PATH | O_CLOEXEC};
+        int fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof how);
+        if (fd >= 0)
+                (void)close(fd);
+        return fd >= 0;
+}
 
 static char *p(const char *rel) { return xasprintf("%s/%s", tmp, rel); }
 
@@ -108,11 +121,18 @@ static void test_container_paths_stay_in_root(void **state) {
         cm_copy_stats st = {0};
         cm_err err = CM_ERR_INIT;
         cleanup_free char *host = p("host");
+        int r;
         /* "/etc-link/x" inside the container is root/etc/x, never the host's /etc. */
-        assert_int_equal(cm_copy_host_to_root(host, "proj/a.txt", root, "/etc-link/copied", 1 << 20, &st, &err), 0);
+        r = cm_copy_host_to_root(host, "proj/a.txt", root, "/etc-link/copied", 1 << 20, &st, &err);
+        assert_int_equal(access("/etc/copied", F_OK), -1);
+        if (!have_openat2()) {
+                assert_true(r < 0);
+                assert_true(cm_copy_host_to_root(host, "proj/a.txt", root, "/up/../../x", 1 << 20, &st, &err) < 0);
+                return;
+        }
+        assert_int_equal(r, 0);
         cleanup_free char *c = get("root/etc/copied");
         assert_string_equal(c, "alpha\n");
-        assert_int_equal(access("/etc/copied", F_OK), -1);
         /* ".." and a climbing symlink stop at the root. */
         assert_int_equal(cm_copy_host_to_root(host, "proj/a.txt", root, "/up/../../x", 1 << 20, &st, &err), 0);
         cleanup_free char *x = get("root/x");
@@ -126,9 +146,13 @@ static void test_out_of_container(void **state) {
         cm_err err = CM_ERR_INIT;
         cleanup_free char *host = p("host");
         /* A container symlink to "/etc" resolves to its own /etc on the way out. */
-        assert_int_equal(cm_copy_root_to_host(root, "/etc-link/secret", host, "got", 1 << 20, &st, &err), 0);
-        cleanup_free char *g = get("host/got");
-        assert_string_equal(g, "container secret\n");
+        if (have_openat2()) {
+                assert_int_equal(cm_copy_root_to_host(root, "/etc-link/secret", host, "got", 1 << 20, &st, &err), 0);
+                cleanup_free char *g = get("host/got");
+                assert_string_equal(g, "container secret\n");
+        } else {
+                assert_true(cm_copy_root_to_host(root, "/etc-link/secret", host, "got", 1 << 20, &st, &err) < 0);
+        }
         /* A destination that is a symlink is replaced, not written through. */
         ln("/tmp/cm-copy-should-not-exist", "host/trap");
         assert_int_equal(cm_copy_root_to_host(root, "/etc/secret", host, "trap", 1 << 20, &st, &err), 0);
