@@ -126,6 +126,33 @@ static int count_managed_running(cm_backend *b, size_t *ret, cm_err *err) {
         return 0;
 }
 
+/* The published ports as the backend set them up (host ports it picked for
+ * hostPort 0 included), from its inspect record; NULL when it says none. */
+static json_t *published_ports(cm_backend *b, const char *id) {
+        cleanup_free char *text = NULL;
+        cleanup_json json_t *j = NULL;
+        const json_t *ports, *p;
+        json_t *out;
+        cm_err err = CM_ERR_INIT;
+        size_t i;
+
+        if (!b->ops->inspect || b->ops->inspect(b, id, &text, &err) < 0 || !(j = json_loads(text, 0, NULL)))
+                return NULL;
+        ports = json_object_get(j, "ports");
+        if (!json_is_array(ports) || json_array_size(ports) == 0)
+                return NULL;
+        out = json_array();
+        json_array_foreach(ports, i, p) {
+                const char *proto = cm_json_str(p, "protocol");
+                (void)json_array_append_new(out, json_pack("{s:s, s:I, s:I, s:s}", "hostIp", "127.0.0.1", "hostPort",
+                                                           json_integer_value(json_object_get(p, "host_port")),
+                                                           "containerPort",
+                                                           json_integer_value(json_object_get(p, "container_port")),
+                                                           "protocol", proto ? proto : "tcp"));
+        }
+        return out;
+}
+
 static int run_container(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         cm_app *app = cm_call_app(call);
         bool wait = json_is_true(json_object_get(args, "wait"));
@@ -160,8 +187,11 @@ static int run_container(mcp_call *call, json_t *args, json_t **ret, char **ret_
         } else {
                 cleanup_free char *id = NULL;
                 if (b->ops->run(b, &p.spec, &id, err) == 0) {
+                        json_t *ports = p.spec.n_ports > 0 ? published_ports(b, id) : NULL;
                         *ret = json_pack("{s:s, s:s?, s:s, s:s}", "id", id, "name", p.spec.name, "image",
                                          p.spec.image, "state", "running");
+                        if (ports)
+                                (void)json_object_set_new(*ret, "ports", ports);
                         *ret_text = xasprintf("started container %s (image %s); use exec_in_container with "
                                               "container \"%s\"",
                                               id, p.spec.image, id);

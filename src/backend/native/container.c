@@ -40,6 +40,7 @@ typedef struct launch {
         int netns_fd;    /* run_wait: joined, then given back to the pool */
         int ctl_fd;      /* run: the init's control socket (listening) */
         int ctl_pair[2]; /* warm: [0] ours, [1] the init's */
+        int net_sync[2]; /* network: [0] ours, [1] the child's (#2, #3) */
         pid_t pid;
         int pidfd;
 } launch;
@@ -63,6 +64,8 @@ static void launch_close_fds(launch *l) {
         closefd(&l->ctl_fd);
         closefd(&l->ctl_pair[0]);
         closefd(&l->ctl_pair[1]);
+        closefd(&l->net_sync[0]);
+        closefd(&l->net_sync[1]);
         for (size_t i = 0; i < l->n_cg_fds; i++)
                 closefd(&l->cg_fds[i]);
         l->n_cg_fds = 0;
@@ -83,12 +86,14 @@ static void launch_free(launch *l) {
         state_free(&l->st);
 }
 
-/* Undo a start that failed or finished: kill, cgroups, record. */
+/* Undo a start that failed or finished: kill, network helper, cgroups,
+ * record. */
 static void launch_discard(launch *l) {
         if (l->pidfd >= 0) {
                 (void)sys_pidfd_send_signal(l->pidfd, SIGKILL);
                 (void)waitid((idtype_t)P_PIDFD, (id_t)l->pidfd, &(siginfo_t){0}, WEXITED);
         }
+        net_stop(&l->st.net);
         (void)cg_destroy(&l->st.cg);
         if (l->st.dir)
                 state_delete(&l->st);
@@ -121,14 +126,6 @@ static int check_spec(const native *n, const cm_run_spec *spec, bool wait, cm_er
                                   spec->name);
         if (spec->workdir && spec->workdir[0] != '/')
                 return cm_err_set(err, EINVAL, "workdir \"%s\" must be an absolute path", spec->workdir);
-        if (spec->network)
-                return cm_err_set(err, ENOTSUP,
-                                  "network: true is not available in the native runtime yet (it will need "
-                                  "slirp4netns or pasta); run without network, or use the docker backend");
-        if (spec->n_ports > 0)
-                return cm_err_set(err, ENOTSUP,
-                                  "published ports need network: true, which the native runtime "
-                                  "does not offer yet; use the docker backend");
         for (size_t i = 0; i < spec->n_env; i++)
                 if (!spec->env[i].key || !spec->env[i].key[0] || strchr(spec->env[i].key, '='))
                         return cm_err_set(err, EINVAL, "environment variable name \"%s\" is not valid",
@@ -232,9 +229,10 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, la
                       .netns_fd = -1,
                       .ctl_fd = -1,
                       .ctl_pair = {-1, -1},
+                      .net_sync = {-1, -1},
                       .pidfd = -1,
                       .kind = kind};
-        if (check_spec(n, spec, kind == L_WAIT, err) < 0)
+        if (check_spec(n, spec, kind == L_WAIT, err) < 0 || net_plan(n, spec, &l->st.net, err) < 0)
                 return -1;
         native_random_id(id);
         l->st.id = xstrdup(id);
@@ -246,6 +244,7 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, la
         l->st.userns = n->rootless;
         l->st.ephemeral = wait;
         l->st.readonly_rootfs = spec->readonly_rootfs;
+        l->st.network = spec->network;
         l->st.limits = lim;
         l->st.tmpfs_bytes = spec->tmpfs_bytes > 0 ? spec->tmpfs_bytes : NATIVE_TMPFS_BYTES;
         l->st.argv = copy_argv(spec->argv, spec->argc);
@@ -316,8 +315,11 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
                 return -1;
         if (pipe2(l->sync, O_CLOEXEC) < 0)
                 return cm_err_sys(err, errno, "pipe");
-        if (wait)
+        /* A namespace the network helper used is not as good as new. */
+        if (wait && !spec->network)
                 l->netns_fd = netns_take(n);
+        if (spec->network && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l->net_sync) < 0)
+                return cm_err_sys(err, errno, "socketpair");
         if (l->kind == L_WAIT) {
                 if (pipe2(l->out, O_CLOEXEC) < 0 || pipe2(l->eout, O_CLOEXEC) < 0)
                         return cm_err_sys(err, errno, "pipe");
@@ -372,13 +374,14 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
                 .netns_fd = l->netns_fd,
                 .ctl_fd = l->ctl_fd,
                 .ctl_conn = l->ctl_pair[1],
+                .net_sync = l->net_sync[1],
         };
         memcpy(c.cg_fds, l->cg_fds, sizeof c.cg_fds);
 
         l->pid = sb_spawn(&c, &l->pidfd, err);
         if (l->pid < 0)
                 return -1;
-        if (wait && l->netns_fd < 0)
+        if (wait && l->netns_fd < 0 && !spec->network)
                 l->netns_fd = netns_keep(n, l->pid);
         /* The child's ends and what only the child needs. */
         closefd(&l->sync[1]);
@@ -389,9 +392,15 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
         closefd(&l->cg_dirfd);
         closefd(&l->ctl_fd);
         closefd(&l->ctl_pair[1]);
+        closefd(&l->net_sync[1]);
         for (size_t i = 0; i < l->n_cg_fds; i++)
                 closefd(&l->cg_fds[i]);
         l->n_cg_fds = 0;
+        /* #2, #3: returns 0 without a helper when the child failed first;
+         * its message is read below. */
+        if (l->net_sync[0] >= 0 && net_start(n, l->net_sync[0], l->pidfd, l->st.id, &l->st.net, err) < 0)
+                return -1;
+        closefd(&l->net_sync[0]);
         if (sb_wait_ready(l->sync[0], err) < 0) /* #1 */
                 return -1;
         closefd(&l->sync[0]);
@@ -448,6 +457,8 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
                 (void)sys_pidfd_send_signal(l.pidfd, SIGKILL);
         if (waitid((idtype_t)P_PIDFD, (id_t)l.pidfd, &si, WEXITED) == 0 && r == 0)
                 ret->exit_code = exit_code_of(&si);
+        /* The helper goes before we return: nothing of the run outlives it. */
+        net_stop(&l.st.net);
         /* Everything in the sandbox is gone: its network namespace can serve
          * the next one. */
         netns_give(n, l.netns_fd);
@@ -642,6 +653,7 @@ int native_stop(cm_backend *b, const char *id, int grace_sec, cm_err *err) {
                 return -1;
         fd = native_init_pidfd(&s);
         if (fd < 0) {
+                net_stop(&s.net); /* its watcher has killed it; reap */
                 state_free(&s);
                 return 0; /* not running: nothing to stop */
         }
@@ -656,6 +668,7 @@ int native_stop(cm_backend *b, const char *id, int grace_sec, cm_err *err) {
         if (s.server_pid == getpid())
                 (void)waitid((idtype_t)P_PIDFD, (id_t)fd, &(siginfo_t){0}, WEXITED | WNOHANG);
         (void)close(fd);
+        net_stop(&s.net);
         cg_kill(&s.cg);
         state_free(&s);
         return 0;
@@ -674,6 +687,7 @@ int native_remove(cm_backend *b, const char *id, bool force, cm_err *err) {
                 return r;
         }
         state_kill_init(&s);
+        net_stop(&s.net);
         r = cg_destroy(&s.cg);
         state_delete(&s);
         if (r < 0)

@@ -200,9 +200,14 @@ int seccomp_apply(const struct sock_fprog *prog);
 
 /* ---- the backend ------------------------------------------------------- */
 
+/* The user-mode network stack `network: true` runs (netstack.c). */
+enum net_stack { NET_NONE, NET_PASTA, NET_SLIRP };
+
 typedef struct native {
         cm_backend base;
         bool ok;          /* usable at all */
+        enum net_stack net_stack; /* what network: true uses (netstack.c) */
+        char *net_path;           /* its absolute path */
         char reason[512]; /* when !ok */
         char fix[512];
         char *state_dir;
@@ -279,6 +284,8 @@ typedef struct sb_config {
                          namespaces out on; -1: none */
         int ctl_conn; /* a warm sandbox: one spawn request comes
                          on this connected socket; -1: none */
+        int net_sync; /* network: true: namespaces out, go back in
+                         (#2, #3); -1: none */
 } sb_config;
 
 /* The init's control socket (SOCK_SEQPACKET at <dir>/ctl, in the state
@@ -388,6 +395,49 @@ typedef struct pump_io {
  * timeout or cancel.  Fills ret (except exit_code and duration). */
 int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_err *err);
 
+/* ---- network: a user-mode stack (netstack.c) ---------------------------
+ *
+ * `network: true` connects the sandbox's own network namespace to the
+ * outside through pasta (preferred) or slirp4netns, run by us as a helper
+ * process; published ports are forwarded from 127.0.0.1 on the host. */
+
+#define NET_MAX_PORTS 32
+
+typedef struct net_port {
+        uint16_t host_port; /* on 127.0.0.1, chosen by us when asked for 0 */
+        uint16_t container_port;
+        bool udp;
+} net_port;
+
+/* A process checked by start time, so a reused pid is never killed. */
+typedef struct net_proc {
+        pid_t pid;
+        uint64_t start;
+} net_proc;
+
+typedef struct net_info {
+        enum net_stack stack; /* NET_NONE: no network */
+        net_proc helper;      /* pasta or slirp4netns */
+        net_proc watcher;     /* kills the helper when the init exits */
+        net_port ports[NET_MAX_PORTS];
+        size_t n_ports;
+} net_info;
+
+const char *net_stack_name(enum net_stack s);
+/* parent: validate network and ports, and pick the host ports asked as 0. */
+int net_plan(const native *n, const cm_run_spec *spec, net_info *ret, cm_err *err);
+/* parent: sync points #2 and #3 with the child (sandbox.c): take its
+ * namespaces from sync_fd, start the helper (watched by a process that
+ * kills it when init_pidfd's process exits), forward the ports, and let
+ * the child go on.  tag names the API socket (slirp4netns). */
+int net_start(native *n, int sync_fd, int init_pidfd, const char *tag, net_info *info, cm_err *err);
+/* parent: kill the helper and its watcher (any path: run end, stop,
+ * remove, orphan reaping), reaping them if they are our children. */
+void net_stop(const net_info *info);
+/* child: #2 send our user and network namespaces on sync_fd, #3 wait for
+ * the parent's go. */
+int net_handoff(int sync_fd, bool userns, sb_err *e);
+
 /* ---- state (state.c) --------------------------------------------------- */
 
 typedef struct nstate {
@@ -407,6 +457,7 @@ typedef struct nstate {
         cg_paths cg;
         cg_limits limits;
         int64_t tmpfs_bytes;
+        net_info net;
         char **argv; /* NULL-terminated; NULL: idle init */
         char **env;  /* NULL-terminated KEY=VALUE, the container's */
         char *workdir;

@@ -81,16 +81,38 @@ int64_t now_ms(void) {
 
 /* ---- what the machine offers -------------------------------------------- */
 
-static bool in_path(const char *prog) {
+/* The absolute path of prog in PATH (owned), or NULL. */
+static char *find_in_path(const char *prog) {
         const char *path = getenv("PATH");
         cleanup_free char *dup = xstrdup(path ? path : "/usr/local/bin:/usr/bin:/bin");
         char *save = NULL;
         for (char *d = strtok_r(dup, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-                cleanup_free char *p = xasprintf("%s/%s", d, prog);
-                if (access(p, X_OK) == 0)
-                        return true;
+                char *p = xasprintf("%s/%s", d, prog);
+                if (d[0] == '/' && access(p, X_OK) == 0)
+                        return p;
+                free(p);
         }
-        return false;
+        return NULL;
+}
+
+static bool in_path(const char *prog) {
+        cleanup_free char *p = find_in_path(prog);
+        return p != NULL;
+}
+
+/* network: true runs pasta when there is one, else slirp4netns;
+ * CONTAINER_MCP_NATIVE_NETSTACK=pasta|slirp4netns|none picks (tests force
+ * the fallback with it). */
+static void net_detect(native *n) {
+        const char *force = getenv("CONTAINER_MCP_NATIVE_NETSTACK");
+        static const enum net_stack order[] = {NET_PASTA, NET_SLIRP};
+        for (size_t i = 0; i < ARRAY_SIZE(order) && !n->net_path; i++) {
+                const char *name = net_stack_name(order[i]);
+                if (force && *force && strcmp(force, name) != 0)
+                        continue;
+                n->net_path = find_in_path(name);
+                n->net_stack = n->net_path ? order[i] : NET_NONE;
+        }
 }
 
 static bool has_fs(const char *name) {
@@ -176,6 +198,7 @@ static void probe(native *n) {
         state_tag(n->state_dir, tag);
         cg_detect(&n->cg, getenv("CONTAINER_MCP_NATIVE_CGROUP"), tag);
         n->srv_tag = xasprintf("srv-%d-%llu", (int)n->self_pid, (unsigned long long)n->self_start);
+        net_detect(n);
         (void)cg_ensure_dir(&n->cg, n->srv_tag);
         n->ok = true;
 }
@@ -219,9 +242,10 @@ static void native_status(cm_backend *b, cm_backend_status *ret) {
                       n->rootless, "user_namespaces", n->rootless ? (n->ok ? "yes" : "no") : "not needed (root)",
                       "cgroup", cg_mode_name(n->cg.mode), "limits", limits_text(n), "seccomp", n->seccomp.len > 0,
                       "overlay", has_fs("overlay"), "slirp4netns", in_path("slirp4netns"), "pasta", in_path("pasta"),
-                      "network", "off: a private network namespace with lo only", "state_dir",
+                      "network", "off by default; network: true through the user-mode stack", "state_dir",
                       n->state_dir ? n->state_dir : "", "warnings", warn);
         if (d) {
+                (void)json_object_set_new(d, "network_stack", json_string(net_stack_name(n->net_stack)));
                 if (read_file("/proc/sys/user/max_user_namespaces", buf, sizeof buf) > 0)
                         (void)json_object_set_new(d, "max_user_namespaces", json_integer(atoll(buf)));
                 (void)json_object_set_new(d, "cgroup_detail", json_string(n->cg.reason));
@@ -263,6 +287,7 @@ static void native_free(cm_backend *b) {
                         (void)rmdir(n->cg.base[c]);
                 }
         free(n->srv_tag);
+        free(n->net_path);
         free(n->etc_dir);
         cg_system_free(&n->cg);
         free(n->seccomp.filter);

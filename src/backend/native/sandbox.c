@@ -13,8 +13,11 @@
  *   #1  child -> parent: an sb_err message on err_fd if a step failed; EOF
  *       (every copy of the close-on-exec err_fd closed) once the main
  *       process has exec'd, or, with no main process, the init is ready.
- * Nothing flows from parent to child: the child maps its own ids and joins
- * its cgroup through fds opened for it, so set-up costs one round trip. */
+ *   #2, #3 (network: true only, netstack.c): the child hands its
+ *       namespaces to the parent and waits for the network to be up.
+ * Otherwise nothing flows from parent to child: the child maps its own ids
+ * and joins its cgroup through fds opened for it, so set-up costs one round
+ * trip. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -253,6 +256,7 @@ static int keep_fds(const sb_config *c, sb_err *e) {
         keep[n++] = c->netns_fd;
         keep[n++] = c->ctl_fd;
         keep[n++] = c->ctl_conn;
+        keep[n++] = c->net_sync;
         for (size_t i = 0; i < c->n_cg_fds; i++)
                 keep[n++] = c->cg_fds[i];
         sb_close_fds_except(keep, n);
@@ -317,6 +321,10 @@ static __attribute__((noreturn)) void contain(const sb_config *c) {
                 goto fail;
         }
         if (c->netns_fd < 0 && net_lo_up(&e) < 0)
+                goto fail;
+        /* network: true: the server connects our namespace to a user-mode
+         * stack before the main process may use it (#2, #3). */
+        if (c->net_sync >= 0 && net_handoff(c->net_sync, c->userns, &e) < 0)
                 goto fail;
         /* Loaded once, here: the main process inherits it (nothing it does
          * before execve is filtered) and the init keeps it. */

@@ -101,6 +101,46 @@ static void strv_free(char **v) {
         free(v);
 }
 
+/* "net": which helper runs for the sandbox (to kill it on every path);
+ * "ports": what is published, with the host ports in effect. */
+static json_t *net_json(const net_info *n) {
+        return json_pack("{s:s, s:{s:i, s:I}, s:{s:i, s:I}}", "stack", net_stack_name(n->stack), "helper", "pid",
+                         (int)n->helper.pid, "start", (json_int_t)n->helper.start, "watcher", "pid",
+                         (int)n->watcher.pid, "start", (json_int_t)n->watcher.start);
+}
+
+static json_t *ports_json(const net_info *n) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < n->n_ports; i++)
+                (void)json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:s}", "host_ip", "127.0.0.1", "host_port",
+                                                         n->ports[i].host_port, "container_port",
+                                                         n->ports[i].container_port, "protocol",
+                                                         n->ports[i].udp ? "udp" : "tcp"));
+        return a;
+}
+
+static void net_parse(const json_t *j, net_info *n) {
+        const json_t *net = json_object_get(j, "net"), *ports = json_object_get(j, "ports"), *p;
+        const char *stack = cm_json_str(net, "stack");
+        size_t i;
+
+        n->stack = !stack ? NET_NONE : strcmp(stack, "pasta") == 0 ? NET_PASTA
+                                     : strcmp(stack, "slirp4netns") == 0 ? NET_SLIRP : NET_NONE;
+        n->helper.pid = (pid_t)json_integer_value(json_object_get(json_object_get(net, "helper"), "pid"));
+        n->helper.start = (uint64_t)json_integer_value(json_object_get(json_object_get(net, "helper"), "start"));
+        n->watcher.pid = (pid_t)json_integer_value(json_object_get(json_object_get(net, "watcher"), "pid"));
+        n->watcher.start = (uint64_t)json_integer_value(json_object_get(json_object_get(net, "watcher"), "start"));
+        json_array_foreach(ports, i, p) {
+                const char *proto = cm_json_str(p, "protocol");
+                if (i >= NET_MAX_PORTS)
+                        break;
+                n->ports[i] = (net_port){(uint16_t)json_integer_value(json_object_get(p, "host_port")),
+                                         (uint16_t)json_integer_value(json_object_get(p, "container_port")),
+                                         proto && strcmp(proto, "udp") == 0};
+                n->n_ports = i + 1;
+        }
+}
+
 static json_t *record_json(const nstate *s) {
         json_t *cg = json_object(), *dirs = json_object(), *labels = json_object();
         for (int c = 0; c < CG__N; c++)
@@ -111,7 +151,7 @@ static json_t *record_json(const nstate *s) {
         for (size_t i = 0; i < s->n_labels; i++)
                 (void)json_object_set_new(labels, s->labels[i].key, json_string(s->labels[i].value));
         return json_pack("{s:s, s:s, s:s, s:I, s:{s:i, s:I}, s:{s:i, s:I}, s:b, s:b, s:b, s:b, s:o, "
-                         "s:{s:I, s:f, s:I, s:I}, s:o, s:o, s:s, s:o}",
+                         "s:{s:I, s:f, s:I, s:I}, s:o, s:o, s:s, s:o, s:o, s:o}",
                          "id", s->id, "name", s->name, "image", s->image, "created_at", (json_int_t)s->created_at,
                          "server", "pid", (int)s->server_pid, "start", (json_int_t)s->server_start, "init", "pid",
                          (int)s->init_pid, "start", (json_int_t)s->init_start, "userns", s->userns, "ephemeral",
@@ -119,7 +159,8 @@ static json_t *record_json(const nstate *s) {
                          "limits", "memory_bytes", (json_int_t)s->limits.memory_bytes, "cpus", s->limits.cpus, "pids",
                          (json_int_t)s->limits.pids, "tmpfs_bytes", (json_int_t)s->tmpfs_bytes, "argv",
                          strv_json(s->argv), "env", strv_json(s->env), "workdir",
-                         s->workdir ? s->workdir : NATIVE_WORKDIR, "labels", labels);
+                         s->workdir ? s->workdir : NATIVE_WORKDIR, "labels", labels, "net", net_json(&s->net),
+                         "ports", ports_json(&s->net));
 }
 
 static int record_parse(const json_t *j, nstate *s) {
@@ -142,6 +183,7 @@ static int record_parse(const json_t *j, nstate *s) {
         s->ephemeral = json_is_true(json_object_get(j, "ephemeral"));
         s->network = json_is_true(json_object_get(j, "network"));
         s->readonly_rootfs = json_is_true(json_object_get(j, "readonly_rootfs"));
+        net_parse(j, &s->net);
         s->cg.mode = mode && strcmp(mode, "v2") == 0 ? CG_V2 : mode && strcmp(mode, "v1") == 0 ? CG_V1 : CG_NONE;
         json_object_foreach(dirs, k, v) {
                 int c = cg_ctrl_from_name(k);
@@ -221,6 +263,8 @@ static void state_refresh(nstate *s) {
         /* Reap our own child if it ended, so it is not left a zombie. */
         if (s->init_pid > 0 && s->server_pid == getpid())
                 (void)waitpid(s->init_pid, NULL, WNOHANG);
+        if (s->net.watcher.pid > 0 && s->server_pid == getpid())
+                (void)waitpid(s->net.watcher.pid, NULL, WNOHANG);
         s->exit_code = -1;
         if (s->init_pid > 0 && proc_alive(s->init_pid, s->init_start)) {
                 (void)snprintf(s->state, sizeof s->state, "running");
@@ -467,6 +511,7 @@ void state_reap_orphans(native *n) {
                         continue;
                 }
                 state_kill_init(s);
+                net_stop(&s->net);
                 (void)cg_destroy(&s->cg);
                 state_delete(s);
                 s->id[0] = 0; /* gone: its cgroups are no longer known */

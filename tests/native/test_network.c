@@ -1,0 +1,392 @@
+/* network: true and published ports, through pasta or slirp4netns (run
+ * once more with CONTAINER_MCP_NATIVE_NETSTACK=slirp4netns, the fallback).
+ *
+ * There is no internet here, so "outbound" is checked against a test host
+ * this program makes itself: a network namespace joined to the host by a
+ * veth pair, with a listener inside it.  The sandbox reaches it the way it
+ * would reach any machine: both stacks give the sandbox 10.0.2.100 behind
+ * gateway 10.0.2.2 and turn its connections into sockets of the host, which
+ * routes them over the veth.  The host's loopback stays out of reach (pasta
+ * --no-map-gw, slirp4netns --disable-host-loopback): a listener on
+ * 127.0.0.1 is not reached, not even through the gateway address.  Skipped
+ * (77) when neither helper is installed, or, unprivileged, when
+ * /dev/net/tun is not ours to open; the reach tests skip when the test host
+ * cannot be made (not root, no iproute2). */
+#include "nt.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+static char host_addr[INET_ADDRSTRLEN]; /* the test host's address; "" when none could be made */
+static char netns_name[32];
+static int host_lfd = -1; /* the test host's listener */
+static int test_host_port;
+
+static int64_t mono_ms(void) {
+        struct timespec ts;
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A TCP listener on addr, port picked by the kernel. */
+static int listen_on(const char *addr, int *ret_port) {
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        socklen_t len = sizeof a;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(inet_pton(AF_INET, addr, &a.sin_addr), 1);
+        assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+        assert_int_equal(listen(fd, 4), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+        *ret_port = ntohs(a.sin_port);
+        return fd;
+}
+
+/* Run a python connect to addr:port in a sandbox; its output. */
+static void try_connect(bool network, const char *addr, int port, cm_exec_result *r) {
+        cleanup_free char *code = xasprintf("import socket\n"
+                                            "s = socket.socket(); s.settimeout(5)\n"
+                                            "try:\n"
+                                            "    s.connect(('%s', %d)); print('CONNECTED')\n"
+                                            "except OSError as e: print('FAILED', e)\n",
+                                            addr, port);
+        cm_run_spec spec = {.timeout_ms = 30000, .network = network};
+        nt_py(code, &spec, r);
+}
+
+static bool pending_connection(int lfd) {
+        struct pollfd p = {lfd, POLLIN, 0};
+        return poll(&p, 1, 0) == 1;
+}
+
+/* Accept and drop what reached the test host: true when something did. */
+static bool drain(int lfd) {
+        bool any = false;
+        while (pending_connection(lfd)) {
+                int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+                any = true;
+                if (c >= 0)
+                        (void)close(c);
+        }
+        return any;
+}
+
+/* (1) */
+static void test_reaches_host_address(void **state) {
+        cm_exec_result r;
+        (void)state;
+        if (!host_addr[0])
+                skip();
+        (void)drain(host_lfd);
+        try_connect(true, host_addr, test_host_port, &r);
+        if (!strstr(r.out, "CONNECTED"))
+                fail_msg("the sandbox did not reach %s:%d: %s %s", host_addr, test_host_port, r.out, r.err);
+        assert_true(drain(host_lfd));
+        cm_exec_result_clear(&r);
+}
+
+/* The host's loopback is out of reach with network too, directly and
+ * through the gateway. */
+static void test_host_loopback_unreachable(void **state) {
+        cm_exec_result r;
+        int port, lfd = listen_on("127.0.0.1", &port);
+        (void)state;
+        try_connect(true, "127.0.0.1", port, &r);
+        assert_non_null(strstr(r.out, "FAILED"));
+        cm_exec_result_clear(&r);
+        try_connect(true, "10.0.2.2", port, &r);
+        assert_non_null(strstr(r.out, "FAILED"));
+        cm_exec_result_clear(&r);
+        assert_false(pending_connection(lfd));
+        (void)close(lfd);
+}
+
+/* (2) */
+static void test_no_network_by_default(void **state) {
+        cm_exec_result r;
+        (void)state;
+        if (!host_addr[0])
+                skip();
+        (void)drain(host_lfd);
+        try_connect(false, host_addr, test_host_port, &r);
+        assert_non_null(strstr(r.out, "FAILED"));
+        assert_false(drain(host_lfd));
+        cm_exec_result_clear(&r);
+}
+
+/* Helpers (pasta, slirp4netns) and watchers alive now, as a set of pids. */
+static size_t helpers(pid_t *v, size_t max) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        size_t n = 0;
+        assert_non_null(d);
+        while ((de = readdir(d)) && n < max) {
+                char path[300], buf[512], comm[64] = "", state = 0;
+                FILE *f;
+                if (de->d_name[0] < '0' || de->d_name[0] > '9')
+                        continue;
+                (void)snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+                if (!(f = fopen(path, "r")))
+                        continue;
+                if (fgets(buf, sizeof buf, f)) {
+                        char *l = strchr(buf, '('), *rp = strrchr(buf, ')');
+                        if (l && rp && rp > l) {
+                                (void)snprintf(comm, sizeof comm, "%.*s", (int)(rp - l - 1), l + 1);
+                                state = rp[2];
+                        }
+                }
+                (void)fclose(f);
+                if (state && state != 'Z' &&
+                    (strncmp(comm, "pasta", 5) == 0 || strncmp(comm, "passt", 5) == 0 ||
+                     strcmp(comm, "slirp4netns") == 0 || strcmp(comm, "cm-netwatch") == 0))
+                        v[n++] = (pid_t)atoi(de->d_name);
+        }
+        (void)closedir(d);
+        return n;
+}
+
+static bool in_set(pid_t p, const pid_t *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (v[i] == p)
+                        return true;
+        return false;
+}
+
+/* (4) for runs to completion: nothing new is left once run_wait returns. */
+static void test_no_helper_after_run_wait(void **state) {
+        pid_t before[256], after[256];
+        size_t nb = helpers(before, 256), na;
+        cm_exec_result r;
+        (void)state;
+        nt_py("print('ok')", &(cm_run_spec){.timeout_ms = 30000, .network = true}, &r);
+        assert_string_equal(r.out, "ok\n");
+        cm_exec_result_clear(&r);
+        na = helpers(after, 256);
+        for (size_t i = 0; i < na; i++)
+                if (!in_set(after[i], before, nb))
+                        fail_msg("helper process %d outlived its run", (int)after[i]);
+}
+
+static json_t *inspect(const char *id) {
+        char *text = NULL;
+        cm_err err = CM_ERR_INIT;
+        json_t *j;
+        if (nt_b->ops->inspect(nt_b, id, &text, &err) < 0)
+                fail_msg("inspect: %s", err.msg);
+        j = json_loads(text, 0, NULL);
+        free(text);
+        assert_non_null(j);
+        return j;
+}
+
+/* GET / on 127.0.0.1:port; retried (the server in the sandbox may not be
+ * listening yet) until a deadline. */
+static bool http_get(int port, int64_t deadline) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        while (mono_ms() < deadline) {
+                char buf[64] = "";
+                size_t len = 0;
+                ssize_t k;
+                int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                struct pollfd p = {fd, POLLIN, 0};
+                if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+                    write(fd, "GET / HTTP/1.0\r\n\r\n", 18) == 18)
+                        while (len + 1 < sizeof buf && poll(&p, 1, 2000) == 1 &&
+                               (k = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
+                                len += (size_t)k;
+                (void)close(fd);
+                if (strncmp(buf, "HTTP/1.0 200", 12) == 0)
+                        return true;
+                /* back off a little before the next attempt */
+                (void)poll(NULL, 0, 50);
+        }
+        return false;
+}
+
+static bool gone(pid_t pid) { return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH; }
+
+/* (3) and (4) for detached containers: a server in the sandbox answers on
+ * the published host port; remove leaves no helper behind. */
+static void test_published_port(void **state) {
+        char *argv[] = {S("python3"), S("-m"), S("http.server"), S("8000"), NULL};
+        cm_port ports[] = {{0, 8000, "tcp"}};
+        cm_run_spec spec = {.image = "host", .argv = argv, .argc = 4, .network = true, .ports = ports, .n_ports = 1};
+        cm_err err = CM_ERR_INIT;
+        cleanup_free char *id = NULL;
+        json_t *j, *p;
+        pid_t helper, watcher;
+        int host_port;
+        (void)state;
+
+        if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
+                fail_msg("run: %s", err.msg);
+        j = inspect(id);
+        p = json_array_get(json_object_get(j, "ports"), 0);
+        assert_non_null(p);
+        host_port = (int)json_integer_value(json_object_get(p, "host_port"));
+        assert_true(host_port > 0);
+        assert_int_equal(json_integer_value(json_object_get(p, "container_port")), 8000);
+        assert_string_equal(json_string_value(json_object_get(p, "host_ip")), "127.0.0.1");
+        helper = (pid_t)json_integer_value(json_object_get(json_object_get(json_object_get(j, "net"), "helper"), "pid"));
+        watcher = (pid_t)json_integer_value(
+                json_object_get(json_object_get(json_object_get(j, "net"), "watcher"), "pid"));
+        json_decref(j);
+        assert_true(helper > 0 && !gone(helper));
+        assert_true(watcher > 0 && !gone(watcher));
+
+        if (!http_get(host_port, mono_ms() + 20000))
+                fail_msg("no answer from the sandbox on 127.0.0.1:%d", host_port);
+
+        assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
+        assert_true(gone(helper));
+        assert_true(gone(watcher));
+}
+
+/* The main process ends by itself: its helper goes with it (the watcher
+ * sees the init exit), before anyone calls stop or remove. */
+static void test_helper_dies_with_sandbox(void **state) {
+        char *argv[] = {S("true"), NULL};
+        cm_run_spec spec = {.image = "host", .argv = argv, .argc = 1, .network = true};
+        cm_err err = CM_ERR_INIT;
+        cleanup_free char *id = NULL;
+        json_t *j;
+        pid_t helper;
+        int fd;
+        struct pollfd p;
+        (void)state;
+
+        if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
+                fail_msg("run: %s", err.msg);
+        j = inspect(id);
+        helper = (pid_t)json_integer_value(json_object_get(json_object_get(json_object_get(j, "net"), "helper"), "pid"));
+        json_decref(j);
+        assert_true(helper > 0);
+        fd = (int)syscall(SYS_pidfd_open, helper, 0);
+        if (fd >= 0) { /* else it is already gone */
+                p = (struct pollfd){fd, POLLIN, 0};
+                assert_int_equal(poll(&p, 1, 10000), 1);
+                (void)close(fd);
+        }
+        assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
+}
+
+/* `ip` with fixed arguments, no shell; true when it exits 0. */
+static bool ip(const char *const *args) {
+        pid_t pid = fork();
+        int st;
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                (void)dup2(null, 1);
+                (void)dup2(null, 2);
+                execvp("ip", (char *const *)args);
+                _exit(127);
+        }
+        return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* A listener made inside the test host's namespace: setns() moves only this
+ * thread, and the socket stays in the namespace it was made in. */
+static void *listen_in_netns(void *arg) {
+        char path[64];
+        int fd;
+        (void)arg;
+        (void)snprintf(path, sizeof path, "/run/netns/%s", netns_name);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && setns(fd, CLONE_NEWNET) == 0)
+                host_lfd = listen_on(host_addr, &test_host_port);
+        if (fd >= 0)
+                (void)close(fd);
+        return NULL;
+}
+
+static void remove_test_host(void) {
+        if (netns_name[0]) {
+                const char *del[] = {"ip", "netns", "del", netns_name, NULL};
+                (void)ip(del); /* takes the veth pair along */
+        }
+}
+
+/* Made before dropping privileges (--unprivileged): a namespace "cmtest-PID"
+ * with 10.231.N.2/30, joined by veth to the host's 10.231.N.1/30. */
+static void make_test_host(void) {
+        char host_if[16], peer_if[16], host_cidr[32], peer_cidr[32];
+        unsigned n = (unsigned)getpid() % 250 + 1;
+        pthread_t t;
+        if (geteuid() != 0)
+                return;
+        (void)snprintf(netns_name, sizeof netns_name, "cmtest-%d", (int)getpid());
+        (void)snprintf(host_if, sizeof host_if, "cmh%d", (int)getpid() % 1000000);
+        (void)snprintf(peer_if, sizeof peer_if, "cmp%d", (int)getpid() % 1000000);
+        (void)snprintf(host_cidr, sizeof host_cidr, "10.231.%u.1/30", n);
+        (void)snprintf(peer_cidr, sizeof peer_cidr, "10.231.%u.2/30", n);
+        const char *steps[][12] = {
+                {"ip", "netns", "add", netns_name, NULL},
+                {"ip", "link", "add", host_if, "type", "veth", "peer", "name", peer_if, "netns", netns_name, NULL},
+                {"ip", "addr", "add", host_cidr, "dev", host_if, NULL},
+                {"ip", "link", "set", host_if, "up", NULL},
+                {"ip", "-n", netns_name, "addr", "add", peer_cidr, "dev", peer_if, NULL},
+                {"ip", "-n", netns_name, "link", "set", peer_if, "up", NULL},
+                {"ip", "-n", netns_name, "link", "set", "lo", "up", NULL},
+        };
+        for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+                if (!ip(steps[i])) {
+                        printf("note: cannot make the test host (%s %s %s failed); the reach tests skip\n",
+                               steps[i][0], steps[i][1], steps[i][2]);
+                        remove_test_host();
+                        netns_name[0] = 0;
+                        return;
+                }
+        (void)snprintf(host_addr, sizeof host_addr, "10.231.%u.2", n);
+        if (pthread_create(&t, NULL, listen_in_netns, NULL) != 0 || pthread_join(t, NULL) != 0 || host_lfd < 0) {
+                printf("note: cannot listen in the test host; the reach tests skip\n");
+                host_addr[0] = 0;
+        }
+}
+
+int main(int argc, char **argv) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_reaches_host_address),    cmocka_unit_test(test_host_loopback_unreachable),
+                cmocka_unit_test(test_no_network_by_default),   cmocka_unit_test(test_no_helper_after_run_wait),
+                cmocka_unit_test(test_published_port),          cmocka_unit_test(test_helper_dies_with_sandbox),
+        };
+        cm_backend_status st;
+        int r;
+
+        /* As root only: a process that drops to nobody could not remove it. */
+        if (!(argc > 1 && strcmp(argv[1], "--unprivileged") == 0))
+                make_test_host();
+        nt_setup(argc, argv);
+        nt_b->ops->status(nt_b, &st);
+        if (strstr(st.details, "\"network_stack\":\"none\"")) {
+                printf("SKIP: neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)\n");
+                nt_teardown();
+                remove_test_host();
+                return 77;
+        }
+        if (geteuid() != 0 && access("/dev/net/tun", R_OK | W_OK) < 0) {
+                printf("SKIP: unprivileged, and /dev/net/tun is not ours to open (%s), which both helpers need\n",
+                       strerror(errno));
+                nt_teardown();
+                remove_test_host();
+                return 77;
+        }
+        printf("network stack: %s; test host for the reach tests: %s\n",
+               strstr(st.details, "\"network_stack\":\"pasta\"") ? "pasta" : "slirp4netns",
+               host_addr[0] ? host_addr : "(none)");
+        r = cmocka_run_group_tests(tests, NULL, NULL);
+        nt_teardown();
+        remove_test_host();
+        return r;
+}
