@@ -1,5 +1,6 @@
 /* load-rpc.c: JSON-RPC messages and the checks of a tools/call reply. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "load.h"
@@ -38,19 +39,33 @@ void format_initialized(struct buf *out)
         buf_append(out, msg, sizeof(msg) - 1);
 }
 
-/* text_json is the text already encoded as a JSON string, quotes included. */
-void format_call(struct buf *out, long id, const char *text_json)
+/* The part of a tools/call request after its id, for format_call:
+ * ,"method":"tools/call","params":{"name":TOOL,"arguments":ARGS}} */
+char *call_tail(const char *tool, json_t *args)
 {
-        char head[128];
-        int n = snprintf(head, sizeof(head),
-                         "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"tools/call\","
-                         "\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":",
-                         id);
+        static const char method[] = ",\"method\":\"tools/call\",\"params\":";
+        json_t *params = json_pack("{s:s, s:O}", "name", tool, "arguments", args);
+        char *p = params ? json_dumps(params, JSON_COMPACT) : NULL;
+        struct buf tail = { 0 };
+
+        if (!p)
+                die("tool name or arguments not valid JSON");
+        json_decref(params);
+        buf_append(&tail, method, sizeof(method) - 1);
+        buf_append(&tail, p, strlen(p));
+        buf_append(&tail, "}", 1);
+        free(p);
+        return tail.data;
+}
+
+void format_call(struct buf *out, long id, const char *tail)
+{
+        char head[64];
+        int n = snprintf(head, sizeof(head), "{\"jsonrpc\":\"2.0\",\"id\":%ld", id);
 
         out->len = 0;
         buf_append(out, head, (size_t)n);
-        buf_append(out, text_json, strlen(text_json));
-        buf_append(out, "}}}", 3);
+        buf_append(out, tail, strlen(tail));
 }
 
 bool reply_has_id(json_t *msg, long id)
@@ -60,11 +75,15 @@ bool reply_has_id(json_t *msg, long id)
         return json_is_integer(jid) && json_integer_value(jid) == id;
 }
 
-/* Classify a tools/call reply: 0 if it is a correct echo of text. */
+/* Classify a tools/call reply: 0 if it succeeded.  With text, it must echo
+ * that text; without, a structuredContent.exitCode, if any, must be 0 (a
+ * command that failed measures nothing). */
 int check_call_reply(json_t *msg, const char *text, struct tally *t)
 {
         json_t *result = json_object_get(msg, "result");
-        json_t *sc_text = json_object_get(json_object_get(result, "structuredContent"), "text");
+        json_t *sc = json_object_get(result, "structuredContent");
+        json_t *sc_text = json_object_get(sc, "text");
+        json_t *exit_code = json_object_get(sc, "exitCode");
         json_t *content = json_object_get(result, "content");
         json_t *c0_text = json_object_get(json_array_get(content, 0), "text");
         char msgbuf[ERR_LEN];
@@ -86,12 +105,29 @@ int check_call_reply(json_t *msg, const char *text, struct tally *t)
                 tally_error(t, ERR_TOOL, msgbuf);
                 return -1;
         }
+        if (!text) {
+                if (json_is_integer(exit_code) && json_integer_value(exit_code) != 0) {
+                        set_err(msgbuf, "exitCode %lld: %s", (long long)json_integer_value(exit_code),
+                                json_is_string(c0_text) ? json_string_value(c0_text) : "?");
+                        tally_error(t, ERR_TOOL, msgbuf);
+                        return -1;
+                }
+                return 0;
+        }
         if (!json_is_string(sc_text) || strcmp(json_string_value(sc_text), text) ||
             !json_is_string(c0_text) || strcmp(json_string_value(c0_text), text)) {
                 tally_error(t, ERR_REPLY, "content/structuredContent text is not the echoed text");
                 return -1;
         }
         return 0;
+}
+
+/* structuredContent.id of a reply (run_container's container), or NULL. */
+const char *reply_result_id(json_t *msg)
+{
+        json_t *id = json_object_get(json_object_get(json_object_get(msg, "result"), "structuredContent"), "id");
+
+        return json_is_string(id) ? json_string_value(id) : NULL;
 }
 
 /* Protocol version the server chose, for MCP-Protocol-Version. */

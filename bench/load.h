@@ -74,9 +74,11 @@ struct tally {
 void tally_error(struct tally *t, enum err_kind k, const char *msg);
 void format_initialize(struct buf *out, long id);
 void format_initialized(struct buf *out);
-void format_call(struct buf *out, long id, const char *text_json);
+char *call_tail(const char *tool, json_t *args);
+void format_call(struct buf *out, long id, const char *tail);
 bool reply_has_id(json_t *msg, long id);
 int check_call_reply(json_t *msg, const char *text, struct tally *t);
+const char *reply_result_id(json_t *msg);
 char *negotiated_version(json_t *msg);
 
 /* load-stdio.c */

@@ -10,6 +10,11 @@
  * the last byte of the reply read; the reply is checked (HTTP status,
  * JSON-RPC error, isError, echoed text) outside the timed region.  Any error
  * makes the exit status 1.  See bench/README.md.
+ *
+ * The call is echo {text} unless --tool/--args name another; --setup-tool
+ * makes one unmeasured call first (say, run_container to start a container)
+ * whose structuredContent.id replaces "{id}" in --args, and --cleanup-tool
+ * is called at the end for every id the calls returned (remove_container).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -36,6 +41,13 @@ struct opts {
         long idle_ms;       /* idle time before reading the idle RSS */
         pid_t pid;          /* http: server pid for RSS and CPU figures */
         const char *text;
+        const char *tool;
+        json_t *args;               /* echo: {"text": text} */
+        const char *expect_text;    /* echo: the reply must echo it */
+        const char *setup_tool;
+        json_t *setup_args;
+        const char *cleanup_tool;
+        json_t *cleanup_args;
         bool kv;
         const char *url;
         char **cmd;
@@ -51,37 +63,159 @@ struct client {
         struct http_conn http;          /* http */
         struct http_reply reply;
         struct buf req;
-        char *text_json;
+        char *tail;                     /* the measured call, for format_call */
+        char **ids;                     /* structuredContent.id of the replies */
+        size_t n_ids;
+        long cleaned;                   /* successful cleanup calls */
         long next_id;
         char err[ERR_LEN];
 };
 
-/* One tools/call; 0 if correct, -1 if counted as an error, -2 if the
- * transport failed (the client must stop). */
-static int client_call(struct client *c, bool measure)
+/* Send one tools/call (format_call's tail) and read its reply.  NULL if
+ * there is none: *ret is then -1 if that was counted as an error, -2 if the
+ * transport failed (c->err says how; the client must stop). */
+static json_t *client_rpc(struct client *c, const char *tail, uint64_t *ret_ns, int *ret)
 {
         long id = c->next_id++;
+        json_t *msg;
+
+        format_call(&c->req, id, tail);
+        if (c->o->mode == MODE_STDIO) {
+                *ret = -2;
+                return child_roundtrip(&c->child, &c->req, id, ret_ns, &c->t, c->err);
+        }
+        if (http_post(&c->http, &c->req, &c->reply, ret_ns, &c->t, c->err) < 0) {
+                *ret = -2;
+                return NULL;
+        }
+        msg = http_reply_json(&c->reply, id, &c->t);
+        *ret = -1;
+        return msg;
+}
+
+/* With --cleanup-tool, remember what each reply names for the cleanup. */
+static void client_keep_id(struct client *c, json_t *msg)
+{
+        const char *id = reply_result_id(msg);
+
+        if (!c->o->cleanup_tool || !id)
+                return;
+        c->ids = xrealloc(c->ids, (c->n_ids + 1) * sizeof(*c->ids));
+        c->ids[c->n_ids++] = xstrdup(id);
+}
+
+/* One measured (or warm-up) tools/call; 0 if correct, -1 if counted as an
+ * error, -2 if the transport failed (the client must stop). */
+static int client_call(struct client *c, bool measure)
+{
         uint64_t ns = 0;
         json_t *msg;
         int ret;
 
-        format_call(&c->req, id, c->text_json);
-        if (c->o->mode == MODE_STDIO) {
-                msg = child_roundtrip(&c->child, &c->req, id, &ns, &c->t, c->err);
-                if (!msg)
-                        return -2;
-        } else {
-                if (http_post(&c->http, &c->req, &c->reply, &ns, &c->t, c->err) < 0)
-                        return -2;
-                msg = http_reply_json(&c->reply, id, &c->t);
-                if (!msg)
-                        return -1;
-        }
+        msg = client_rpc(c, c->tail, &ns, &ret);
+        if (!msg)
+                return ret;
         if (measure)
                 samples_add(&c->t.lat, ns);
-        ret = check_call_reply(msg, c->o->text, &c->t);
+        ret = check_call_reply(msg, c->o->expect_text, &c->t);
+        client_keep_id(c, msg);
         json_decref(msg);
         return ret;
+}
+
+/* A copy of v with every string "{id}" in it replaced by id. */
+static json_t *with_id(json_t *v, const char *id)
+{
+        const char *key;
+        json_t *e, *copy;
+        size_t i;
+
+        if (json_is_string(v) && !strcmp(json_string_value(v), "{id}"))
+                return json_string(id);
+        if (json_is_array(v)) {
+                copy = json_array();
+                json_array_foreach(v, i, e)
+                        (void)json_array_append_new(copy, with_id(e, id));
+                return copy;
+        }
+        if (json_is_object(v)) {
+                copy = json_object();
+                json_object_foreach(v, key, e)
+                        (void)json_object_set_new(copy, key, with_id(e, id));
+                return copy;
+        }
+        return json_incref(v);
+}
+
+/* The tail of a call of tool with args, "{id}" replaced when id is given. */
+static char *tail_with_id(const char *tool, json_t *args, const char *id)
+{
+        json_t *a = id ? with_id(args, id) : json_incref(args);
+        char *tail = call_tail(tool, a);
+
+        json_decref(a);
+        return tail;
+}
+
+/* --setup-tool: one unmeasured call after initialize; the id its reply
+ * names goes into the measured call's arguments (and to the cleanup). */
+static int client_setup(struct client *c)
+{
+        const struct opts *o = c->o;
+        struct tally check = { 0 };
+        char *tail;
+        const char *id;
+        json_t *msg;
+        int ret;
+
+        if (!o->setup_tool)
+                return 0;
+        tail = call_tail(o->setup_tool, o->setup_args);
+        msg = client_rpc(c, tail, NULL, &ret);
+        free(tail);
+        if (!msg) {
+                if (ret == -1)
+                        set_err(c->err, "setup call %s: %s", o->setup_tool, c->t.first_err);
+                return -1;
+        }
+        /* Checked against a tally of its own: the caller counts the failure. */
+        if (check_call_reply(msg, NULL, &check) < 0) {
+                set_err(c->err, "setup call %s: %s", o->setup_tool, check.first_err);
+                json_decref(msg);
+                return -1;
+        }
+        id = reply_result_id(msg);
+        if (id) {
+                free(c->tail);
+                c->tail = tail_with_id(o->tool, o->args, id);
+        }
+        client_keep_id(c, msg);
+        json_decref(msg);
+        return 0;
+}
+
+/* --cleanup-tool: called for every id the replies named, after the
+ * measured window; its errors count like any other. */
+static void client_cleanup(struct client *c)
+{
+        const struct opts *o = c->o;
+
+        for (size_t i = 0; i < c->n_ids && !c->err[0]; i++) {
+                char *tail = tail_with_id(o->cleanup_tool, o->cleanup_args, c->ids[i]);
+                json_t *msg;
+                int ret;
+
+                msg = client_rpc(c, tail, NULL, &ret);
+                free(tail);
+                if (!msg) {
+                        if (ret == -2)
+                                tally_error(&c->t, ERR_IO, c->err);
+                        continue;
+                }
+                if (check_call_reply(msg, NULL, &c->t) == 0)
+                        c->cleaned++;
+                json_decref(msg);
+        }
 }
 
 static int stdio_initialize(struct client *c)
@@ -104,7 +238,9 @@ static int stdio_initialize(struct client *c)
         }
         json_decref(msg);
         format_initialized(&c->req);
-        return child_notify(&c->child, &c->req, c->err);
+        if (child_notify(&c->child, &c->req, c->err) < 0)
+                return -1;
+        return client_setup(c);
 }
 
 static int http_initialize(struct client *c)
@@ -137,22 +273,20 @@ static int http_initialize(struct client *c)
         return 0;
 }
 
+static int http_initialize_and_setup(struct client *c)
+{
+        return http_initialize(c) < 0 ? -1 : client_setup(c);
+}
+
 static int client_initialize(struct client *c)
 {
-        return c->o->mode == MODE_STDIO ? stdio_initialize(c) : http_initialize(c);
+        return c->o->mode == MODE_STDIO ? stdio_initialize(c) : http_initialize_and_setup(c);
 }
 
 static void client_init(struct client *c, const struct opts *o)
 {
-        json_t *s = json_string(o->text);
-
-        if (!s)
-                die("--text is not valid UTF-8");
         *c = (struct client){ .o = o, .next_id = 1, .http.url = NULL, .http.fd = -1 };
-        c->text_json = json_dumps(s, JSON_ENCODE_ANY);
-        json_decref(s);
-        if (!c->text_json)
-                die("out of memory");
+        c->tail = call_tail(o->tool, o->args);
 }
 
 static void client_free(struct client *c)
@@ -164,7 +298,10 @@ static void client_free(struct client *c)
         buf_free(&c->req);
         free(c->http.session);
         free(c->http.version);
-        free(c->text_json);
+        free(c->tail);
+        for (size_t i = 0; i < c->n_ids; i++)
+                free(c->ids[i]);
+        free(c->ids);
         free(c->t.lat.ns);
 }
 
@@ -241,11 +378,17 @@ struct result {
         long long server_ticks;     /* -1 if unknown */
         long rss_idle_kib;          /* -1 if unknown */
         long rss_end_kib;           /* -1 if unknown */
+        long to_clean;              /* ids for --cleanup-tool */
+        long cleaned;               /* of which cleaned up */
         char first_err[ERR_LEN + 16];
 };
 
-static void result_add(struct result *res, const struct tally *t)
+static void result_add(struct result *res, const struct client *c)
 {
+        const struct tally *t = &c->t;
+
+        res->to_clean += (long)c->n_ids;
+        res->cleaned += c->cleaned;
         samples_merge(&res->lat, &t->lat);
         for (int i = 0; i < ERR_KINDS; i++)
                 res->errors[i] += t->errors[i];
@@ -288,7 +431,7 @@ static int run_stdio(const struct opts *o, struct result *res)
         client_init(&c, o);
         if (stdio_initialize(&c) < 0) {
                 tally_error(&c.t, ERR_IO, c.err);
-                result_add(res, &c.t);
+                result_add(res, &c);
                 if (c.child.pid > 0)
                         child_stop(&c.child);
                 client_free(&c);
@@ -301,7 +444,8 @@ static int run_stdio(const struct opts *o, struct result *res)
         if (!c.err[0])
                 client_measure(&c, w.t0 + (uint64_t)(o->duration * 1e9));
         window_close(&w, c.child.pid, res);
-        result_add(res, &c.t);
+        client_cleanup(&c);
+        result_add(res, &c);
         child_stop(&c.child);
         client_free(&c);
         return 0;
@@ -319,7 +463,7 @@ static void http_idle_rss(const struct opts *o, const struct url *u, struct resu
         c.http.url = u;
         if (http_initialize(&c) < 0) {
                 tally_error(&c.t, ERR_IO, c.err);
-                result_add(res, &c.t);
+                result_add(res, &c);
         } else {
                 sleep_ms(o->idle_ms);
                 res->rss_idle_kib = rss_kib(o->pid);
@@ -368,7 +512,8 @@ static int run_http(const struct opts *o, struct result *res)
         }
         window_close(&w, o->pid, res);
         for (long i = 0; i < o->clients; i++) {
-                result_add(res, &run.clients[i].t);
+                client_cleanup(&run.clients[i]);
+                result_add(res, &run.clients[i]);
                 client_free(&run.clients[i]);
         }
         (void)pthread_barrier_destroy(&run.ready);
@@ -412,8 +557,12 @@ static void report_kv(const struct opts *o, const struct result *res)
                percentile_us(&res->lat, 1.0));
         printf(" client_cpu_us_per_call=%.1f server_cpu_us_per_call=%.1f",
                per_call_us(res->client_cpu_s, n), server_s >= 0 ? per_call_us(server_s, n) : -1);
-        printf(" rss_idle_kib=%ld rss_end_kib=%ld reconnects=%ld skipped=%ld\n",
+        printf(" rss_idle_kib=%ld rss_end_kib=%ld reconnects=%ld skipped=%ld",
                res->rss_idle_kib, res->rss_end_kib, res->reconnects, res->skipped);
+        /* Only then, so that the echo runs print the line they always did. */
+        if (o->cleanup_tool)
+                printf(" to_clean=%ld cleaned=%ld", res->to_clean, res->cleaned);
+        printf("\n");
 }
 
 static void report_human(const struct opts *o, const struct result *res)
@@ -425,8 +574,11 @@ static void report_human(const struct opts *o, const struct result *res)
                res->seconds > 0 ? (double)n / res->seconds : 0, percentile_us(&res->lat, 0.50),
                percentile_us(&res->lat, 0.99), percentile_us(&res->lat, 1.0));
         if (res->rss_idle_kib >= 0)
-                printf("server RSS: %.1f MiB idle after initialize, %.1f MiB after the run\n",
-                       (double)res->rss_idle_kib / 1024, (double)res->rss_end_kib / 1024);
+                printf("server RSS: %.1f MiB idle after initialize%s, %.1f MiB after the run\n",
+                       (double)res->rss_idle_kib / 1024, o->setup_tool ? " and setup" : "",
+                       (double)res->rss_end_kib / 1024);
+        if (o->cleanup_tool)
+                printf("cleanup: %ld of %ld %s calls succeeded\n", res->cleaned, res->to_clean, o->cleanup_tool);
         printf("errors: %ld (io %ld, http %ld, rpc %ld, tool %ld, reply %ld); reconnects %ld\n",
                result_errors(res), res->errors[ERR_IO], res->errors[ERR_HTTP], res->errors[ERR_RPC],
                res->errors[ERR_TOOL], res->errors[ERR_REPLY], res->reconnects);
@@ -449,6 +601,15 @@ static void report(const struct opts *o, struct result *res)
 /* ------------------------------------------------------------------ */
 /* command line                                                        */
 
+enum { OPT_SETUP_TOOL = 256, OPT_SETUP_ARGS, OPT_CLEANUP_TOOL, OPT_CLEANUP_ARGS };
+
+/* The JSON texts of the options, parsed once jansson is seeded. */
+struct json_opts {
+        const char *args;
+        const char *setup_args;
+        const char *cleanup_args;
+};
+
 static void usage(FILE *f)
 {
         fputs("usage: mcp-load stdio [options] -- SERVER-COMMAND [ARGS...]\n"
@@ -464,6 +625,17 @@ static void usage(FILE *f)
               "  -i, --idle-ms MS   idle time after initialize before reading RSS\n"
               "                     (default 300)\n"
               "  -t, --text TEXT    text to echo (default \"hello\")\n"
+              "  -T, --tool NAME    the tool to call (default echo)\n"
+              "  -a, --args JSON    its arguments, an object (default {\"text\": TEXT},\n"
+              "                     whose echo is checked; for other tools a reply\n"
+              "                     must not be isError nor have a non-zero exitCode)\n"
+              "  --setup-tool NAME  one unmeasured call after initialize (per client);\n"
+              "  --setup-args JSON  the structuredContent.id of its reply replaces\n"
+              "                     every \"{id}\" string in --args\n"
+              "  --cleanup-tool NAME, --cleanup-args JSON\n"
+              "                     after the measured window, one call for each\n"
+              "                     structuredContent.id any reply named, \"{id}\" in\n"
+              "                     --cleanup-args replaced by it\n"
               "  -k, --kv           print one line of key=value\n"
               "\n"
               "Exit status: 0 if every call succeeded, 1 if any failed, 2 on bad usage.\n",
@@ -492,7 +664,7 @@ static enum mode parse_mode(const char *s)
         exit(2);
 }
 
-static void parse_option(struct opts *o, int opt, const char *arg)
+static void parse_option(struct opts *o, struct json_opts *j, int opt, const char *arg)
 {
         switch (opt) {
         case 'n': o->calls = parse_long(arg, "--calls", 1); break;
@@ -502,13 +674,19 @@ static void parse_option(struct opts *o, int opt, const char *arg)
         case 'p': o->pid = (pid_t)parse_long(arg, "--pid", 1); break;
         case 'i': o->idle_ms = parse_long(arg, "--idle-ms", 0); break;
         case 't': o->text = arg; break;
+        case 'T': o->tool = arg; break;
+        case 'a': j->args = arg; break;
+        case OPT_SETUP_TOOL: o->setup_tool = arg; break;
+        case OPT_SETUP_ARGS: j->setup_args = arg; break;
+        case OPT_CLEANUP_TOOL: o->cleanup_tool = arg; break;
+        case OPT_CLEANUP_ARGS: j->cleanup_args = arg; break;
         case 'k': o->kv = true; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
 }
 
-static void parse_args(int argc, char **argv, struct opts *o)
+static void parse_args(int argc, char **argv, struct opts *o, struct json_opts *j)
 {
         static const struct option longopts[] = {
                 { "calls", required_argument, NULL, 'n' },
@@ -518,6 +696,12 @@ static void parse_args(int argc, char **argv, struct opts *o)
                 { "pid", required_argument, NULL, 'p' },
                 { "idle-ms", required_argument, NULL, 'i' },
                 { "text", required_argument, NULL, 't' },
+                { "tool", required_argument, NULL, 'T' },
+                { "args", required_argument, NULL, 'a' },
+                { "setup-tool", required_argument, NULL, OPT_SETUP_TOOL },
+                { "setup-args", required_argument, NULL, OPT_SETUP_ARGS },
+                { "cleanup-tool", required_argument, NULL, OPT_CLEANUP_TOOL },
+                { "cleanup-args", required_argument, NULL, OPT_CLEANUP_ARGS },
                 { "kv", no_argument, NULL, 'k' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
@@ -529,9 +713,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
                 exit(argc < 2 ? 2 : 0);
         }
         *o = (struct opts){ .mode = parse_mode(argv[1]), .clients = 4, .warmup = 1000,
-                            .idle_ms = 300, .text = "hello" };
-        while ((opt = getopt_long(argc - 1, argv + 1, "+n:d:c:w:p:i:t:kh", longopts, NULL)) != -1)
-                parse_option(o, opt, optarg);
+                            .idle_ms = 300, .text = "hello", .tool = "echo" };
+        *j = (struct json_opts){ 0 };
+        while ((opt = getopt_long(argc - 1, argv + 1, "+n:d:c:w:p:i:t:T:a:kh", longopts, NULL)) != -1)
+                parse_option(o, j, opt, optarg);
         argc -= optind + 1;
         argv += optind + 1;
         if (o->mode == MODE_STDIO && argc < 1)
@@ -550,19 +735,52 @@ static void parse_args(int argc, char **argv, struct opts *o)
                 o->url = argv[0];
 }
 
+static json_t *parse_object(const char *text, const char *what)
+{
+        json_error_t e;
+        json_t *v = json_loads(text ? text : "{}", 0, &e);
+
+        if (!json_is_object(v))
+                die("bad %s: %s", what, v ? "not a JSON object" : e.text);
+        return v;
+}
+
+/* The arguments of the calls.  The echo of the default call is checked;
+ * with --args or another tool, only the reply's status. */
+static void parse_call_args(struct opts *o, const struct json_opts *j)
+{
+        if (j->args || strcmp(o->tool, "echo")) {
+                o->args = parse_object(j->args, "--args");
+        } else {
+                o->args = json_pack("{s:s}", "text", o->text);
+                if (!o->args)
+                        die("--text is not valid UTF-8");
+                o->expect_text = o->text;
+        }
+        o->setup_args = parse_object(j->setup_args, "--setup-args");
+        o->cleanup_args = parse_object(j->cleanup_args, "--cleanup-args");
+        if ((j->setup_args && !o->setup_tool) || (j->cleanup_args && !o->cleanup_tool))
+                die("--setup-args and --cleanup-args go with --setup-tool and --cleanup-tool");
+}
+
 int main(int argc, char **argv)
 {
         struct result res = { .server_ticks = -1, .rss_idle_kib = -1, .rss_end_kib = -1 };
+        struct json_opts j;
         struct opts o;
         int ret;
 
-        parse_args(argc, argv, &o);
+        parse_args(argc, argv, &o, &j);
         /* A server that dies must not kill us through a write to its pipe. */
         if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
                 die("signal: %s", strerror(errno));
         json_object_seed(0);
+        parse_call_args(&o, &j);
         ret = o.mode == MODE_STDIO ? run_stdio(&o, &res) : run_http(&o, &res);
         report(&o, &res);
         free(res.lat.ns);
+        json_decref(o.args);
+        json_decref(o.setup_args);
+        json_decref(o.cleanup_args);
         return ret < 0 || result_errors(&res) ? 1 : 0;
 }
