@@ -147,7 +147,8 @@ static const char *const ns_names[INIT_N_NS] = {"user", "mnt", "uts", "ipc", "ne
 /* Commands spawned for exec, and the connection each answers to. */
 typedef struct init_exec {
         pid_t pid;
-        int conn; /* -1: the client hung up (the command was killed) */
+        int conn;    /* -1: the client hung up (the command was killed) */
+        bool killed; /* its process group got SIGKILL */
 } init_exec;
 
 typedef struct init_state {
@@ -326,6 +327,7 @@ static void serve_exec_conn(init_exec *x) {
         if (n < 0 && errno == EAGAIN)
                 return;
         (void)kill(-x->pid, SIGKILL);
+        x->killed = true;
         if (n <= 0) {
                 (void)close(x->conn);
                 x->conn = -1;
@@ -337,6 +339,13 @@ static bool reap_exec(init_state *st, pid_t pid, int code) {
         for (size_t i = 0; i < st->n_execs; i++)
                 if (st->execs[i].pid == pid) {
                         int32_t v = code;
+                        /* A killed exec answers only once its whole group is
+                         * gone (the orphans of its leader are ours to reap),
+                         * so "killed with its children" holds when the
+                         * client hears of it.  They all got SIGKILL: this
+                         * wait is short. */
+                        while (st->execs[i].killed && waitpid(-pid, NULL, 0) > 0)
+                                ;
                         if (st->execs[i].conn >= 0) {
                                 (void)send(st->execs[i].conn, &v, sizeof v, MSG_NOSIGNAL);
                                 (void)close(st->execs[i].conn);
