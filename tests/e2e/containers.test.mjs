@@ -42,6 +42,7 @@ async function run(s, command, extra = {}) {
 }
 
 let nativeReason = null;
+let netReason = null;
 
 before(async () => {
   const s = await open();
@@ -49,6 +50,8 @@ before(async () => {
     const st = ok(await call(s, 'system_status', {}));
     const native = st.backends.find((b) => b.name === 'native');
     if (!native.available) nativeReason = `native runtime unavailable here: ${native.reason}`;
+    if (native.details.network_stack === 'none' || !native.details.network_stack)
+      netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
   } finally {
     await s.close().finally(() => s.kill());
   }
@@ -281,6 +284,34 @@ describe('containers on the native runtime', () => {
       } finally {
         await b.close().finally(() => b.kill());
       }
+    }
+  });
+
+  test('a published port answers on 127.0.0.1 of the host; without network: true, ports are refused', T, async (t) => {
+    if (nativeReason || netReason) return t.skip(nativeReason || netReason);
+    const s = await open();
+    try {
+      refused(await call(s, 'run_container', {
+        image: 'host', command: ['true'], ports: [{ containerPort: 8000 }],
+      }), /network/);
+      const c = ok(await call(s, 'run_container', {
+        image: 'host', network: true, ports: [{ containerPort: 8000 }],
+        command: ['python3', '-m', 'http.server', '8000', '--bind', '0.0.0.0', '--directory', '/tmp'],
+      }));
+      const port = c.ports?.[0]?.hostPort;
+      assert.ok(port > 0, JSON.stringify(c));
+      assert.equal(c.ports[0].hostIp, '127.0.0.1');
+      // The server inside needs a moment to listen: retry until a deadline.
+      let res = null;
+      const deadline = Date.now() + 15000;
+      while (!res && Date.now() < deadline) {
+        res = await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(3000) }).catch(() => null);
+      }
+      assert.ok(res, 'no answer on the published port');
+      assert.equal(res.status, 200);
+      ok(await call(s, 'remove_container', { container: c.id, force: true }));
+    } finally {
+      await s.close().finally(() => s.kill());
     }
   });
 
