@@ -16,8 +16,21 @@ const state = tmpDir('cmcp-state-');
 const allowed = tmpDir('cmcp-allowed-');
 const outside = tmpDir('cmcp-outside-');
 const ENV = { CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed };
+// The unprivileged server's state dir must be its own.
+const nobodyState = tmpDir('cmcp-nobody-');
+fs.chownSync(nobodyState, 65534, 65534);
+fs.chmodSync(allowed, 0o755);
 
-async function open(env = {}) {
+// `as`: null for this user (root in CI), or 'nobody' to run the server
+// unprivileged (the runtime then uses a user namespace).
+async function open(env = {}, as = null) {
+  if (as === 'nobody') {
+    return stdioClient({
+      args: ['serve'],
+      env: { ...ENV, CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent', ...env },
+      wrap: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'],
+    });
+  }
   return stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
 }
 
@@ -58,7 +71,7 @@ before(async () => {
 });
 
 after(() => {
-  for (const d of [allowed, outside]) fs.rmSync(d, { recursive: true, force: true });
+  for (const d of [allowed, outside, nobodyState]) fs.rmSync(d, { recursive: true, force: true });
 });
 
 describe('containers on the native runtime', () => {
@@ -332,6 +345,48 @@ describe('containers on the native runtime', () => {
       ok(await call(one, 'remove_container', { container: a.id, force: true }));
     } finally {
       await one.close().finally(() => one.kill());
+    }
+  });
+});
+
+// The same runtime with the server as an unprivileged user: a user
+// namespace maps it to root inside, and the sandbox still cannot see or
+// touch the host.
+describe('containers with the server unprivileged (nobody)', () => {
+  let skipReason = null;
+  before(async () => {
+    if (nativeReason) { skipReason = nativeReason; return; }
+    if (process.getuid() !== 0) { skipReason = 'needs root to become nobody'; return; }
+    const s = await open({}, 'nobody');
+    try {
+      const st = ok(await call(s, 'system_status', {}));
+      const native = st.backends.find((b) => b.name === 'native');
+      if (!native.available) skipReason = `native runtime unavailable to an unprivileged user: ${native.reason}`;
+      else assert.equal(native.details.rootless, true);
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+
+  test('the aha, exec and containment as nobody', T, async (t) => {
+    if (skipReason) return t.skip(skipReason);
+    const s = await open({}, 'nobody');
+    try {
+      const r = await run(s, ['python3', '-c', 'import os; print(sum(range(1000)), os.getuid())']);
+      assert.equal(r.stdout, '499500 0\n', 'root inside the user namespace');
+      const procs = await run(s, ['sh', '-c', 'ls /proc | grep -c "^[0-9]"']);
+      assert.ok(Number(procs.stdout) <= 4, `sandbox sees ${procs.stdout.trim()} processes`);
+      const write = await run(s, ['sh', '-c', 'touch /usr/evil || echo refused']);
+      assert.match(write.stdout, /refused/);
+      const mount = await run(s, ['sh', '-c', 'mkdir -p /tmp/m && mount -t tmpfs none /tmp/m && echo mounted']);
+      assert.doesNotMatch(mount.stdout, /mounted/);
+      const c = ok(await call(s, 'run_container', { image: 'host', command: ['sleep', '300'] }));
+      const ex = ok(await call(s, 'exec_in_container', { container: c.id, command: ['id', '-u'] }));
+      assert.equal(ex.stdout, '0\n');
+      ok(await call(s, 'remove_container', { container: c.id, force: true }));
+      assert.deepEqual(ok(await call(s, 'list_containers', { all: true })).containers, []);
+    } finally {
+      await s.close().finally(() => s.kill());
     }
   });
 });

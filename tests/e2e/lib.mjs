@@ -260,10 +260,11 @@ function newClient() {
 }
 
 // The SDK client over stdio, the server spawned by StdioClientTransport.
-export async function stdioClient({ args = ['serve', ...DIAG], env = {} } = {}) {
+// `wrap`: a command that runs the server, e.g. setpriv to drop privileges.
+export async function stdioClient({ args = ['serve', ...DIAG], env = {}, wrap = [] } = {}) {
   const transport = new StdioClientTransport({
-    command: BIN,
-    args,
+    command: wrap.length ? wrap[0] : BIN,
+    args: wrap.length ? [...wrap.slice(1), BIN, ...args] : args,
     env: envWith(env),
     stderr: 'pipe',
   });
