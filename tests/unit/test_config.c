@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tu.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,10 +180,5 @@ int main(void) {
                 cmocka_unit_test_setup(test_env_and_errors, setup),
                 cmocka_unit_test_setup(test_env_file, setup),
         };
-        if (!mkdtemp(tmp))
-                return 1;
-        int r = cmocka_run_group_tests(tests, NULL, NULL);
-        cleanup_free char *cmd = xasprintf("rm -rf '%s'", tmp);
-        (void)!system(cmd);
-        return r;
+        TU_RUN_IN_TMP(tmp, tests);
 }

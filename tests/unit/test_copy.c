@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tu.h"
+
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -74,8 +76,7 @@ static int open_dir(const char *rel) {
 }
 
 static int setup(void **state) {
-        cleanup_free char *cmd = xasprintf("rm -rf '%s'/*", tmp);
-        (void)!system(cmd);
+        tu_rm_rf(tmp, 1);
         mk("host");
         mk("host/proj");
         mk("host/proj/sub");
@@ -198,10 +199,5 @@ int main(void) {
                 cmocka_unit_test_setup(test_host_symlink_swapped_in, setup),
                 cmocka_unit_test_setup(test_cap_and_bad_names, setup),
         };
-        if (!mkdtemp(tmp))
-                return 1;
-        int r = cmocka_run_group_tests(tests, NULL, NULL);
-        cleanup_free char *cmd = xasprintf("rm -rf '%s'", tmp);
-        (void)!system(cmd);
-        return r;
+        TU_RUN_IN_TMP(tmp, tests);
 }

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tu.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,10 +109,5 @@ int main(void) {
                 cmocka_unit_test(test_split),
                 cmocka_unit_test(test_names_and_images),
         };
-        if (!mkdtemp(tmp))
-                return 1;
-        int r = cmocka_run_group_tests(tests, NULL, NULL);
-        cleanup_free char *cmd = xasprintf("rm -rf '%s'", tmp);
-        (void)!system(cmd);
-        return r;
+        TU_RUN_IN_TMP(tmp, tests);
 }
