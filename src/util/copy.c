@@ -17,6 +17,7 @@
 
 typedef struct copier {
         uint64_t max_bytes;
+        unsigned flags;
         cm_copy_stats *st;
         cm_err *err;
 } copier;
@@ -66,7 +67,8 @@ static int copy_data(copier *c, int in, int out, const char *name) {
         }
 }
 
-static int copy_file(copier *c, int src_dir, const char *src, int dst_dir, const char *dst, mode_t mode) {
+static int copy_file(copier *c, int src_dir, const char *src, int dst_dir, const char *dst, mode_t mode, uid_t uid,
+                     gid_t gid) {
         cleanup_close int in = openat(src_dir, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         cleanup_close int out = -1;
         if (in < 0)
@@ -79,13 +81,15 @@ static int copy_file(copier *c, int src_dir, const char *src, int dst_dir, const
                 return cm_err_sys(c->err, errno, "copy: creating %s", dst);
         if (copy_data(c, in, out, src) < 0)
                 return -1;
+        if ((c->flags & CM_COPY_OWNERS) && fchown(out, uid, gid) < 0)
+                return cm_err_sys(c->err, errno, "copy: chown %s", dst);
         if (fchmod(out, mode & 0777 & ~(mode_t)(S_ISUID | S_ISGID)) < 0)
                 return cm_err_sys(c->err, errno, "copy: chmod %s", dst);
         c->st->files++;
         return 0;
 }
 
-static int copy_symlink(copier *c, int src_dir, const char *src, int dst_dir, const char *dst) {
+static int copy_symlink(copier *c, int src_dir, const char *src, int dst_dir, const char *dst, uid_t uid, gid_t gid) {
         char target[PATH_MAX];
         ssize_t n = readlinkat(src_dir, src, target, sizeof target - 1);
         if (n < 0)
@@ -95,11 +99,14 @@ static int copy_symlink(copier *c, int src_dir, const char *src, int dst_dir, co
                 return -1;
         if (symlinkat(target, dst_dir, dst) < 0)
                 return cm_err_sys(c->err, errno, "copy: creating link %s", dst);
+        if ((c->flags & CM_COPY_OWNERS) && fchownat(dst_dir, dst, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+                return cm_err_sys(c->err, errno, "copy: chown link %s", dst);
         c->st->symlinks++;
         return 0;
 }
 
-static int copy_dir(copier *c, int src_dir, const char *src, int dst_dir, const char *dst, mode_t mode, int depth) {
+static int copy_dir(copier *c, int src_dir, const char *src, int dst_dir, const char *dst, const struct stat *sst,
+                    int depth) {
         cleanup_close int sd = -1, dd = -1;
         DIR *d;
         struct dirent *e;
@@ -125,7 +132,9 @@ static int copy_dir(copier *c, int src_dir, const char *src, int dst_dir, const 
         if (r == 0 && errno)
                 r = cm_err_sys(c->err, errno, "copy: reading directory %s", src);
         (void)closedir(d);
-        if (r == 0 && fchmod(dd, mode & 01777) < 0)
+        if (r == 0 && (c->flags & CM_COPY_OWNERS) && fchown(dd, sst->st_uid, sst->st_gid) < 0)
+                r = cm_err_sys(c->err, errno, "copy: chown %s", dst);
+        if (r == 0 && fchmod(dd, sst->st_mode & 01777) < 0)
                 r = cm_err_sys(c->err, errno, "copy: chmod %s", dst);
         c->st->dirs += r == 0;
         return r;
@@ -136,19 +145,24 @@ static int copy_entry(copier *c, int src_dir, const char *src, int dst_dir, cons
         if (fstatat(src_dir, src, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return cm_err_sys(c->err, errno, "copy: %s", src);
         if (S_ISREG(st.st_mode))
-                return copy_file(c, src_dir, src, dst_dir, dst, st.st_mode);
+                return copy_file(c, src_dir, src, dst_dir, dst, st.st_mode, st.st_uid, st.st_gid);
         if (S_ISLNK(st.st_mode))
-                return copy_symlink(c, src_dir, src, dst_dir, dst);
+                return copy_symlink(c, src_dir, src, dst_dir, dst, st.st_uid, st.st_gid);
         if (S_ISDIR(st.st_mode))
-                return copy_dir(c, src_dir, src, dst_dir, dst, st.st_mode, depth);
+                return copy_dir(c, src_dir, src, dst_dir, dst, &st, depth);
         c->st->skipped++; /* devices, FIFOs, sockets */
         return 0;
 }
 
+int cm_copy_tree_flags(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
+                       unsigned flags, cm_copy_stats *stats, cm_err *err) {
+        copier c = {max_bytes, flags, stats, err};
+        return copy_entry(&c, src_dir, src_name, dst_dir, dst_name, 0);
+}
+
 int cm_copy_tree(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
                  cm_copy_stats *stats, cm_err *err) {
-        copier c = {max_bytes, stats, err};
-        return copy_entry(&c, src_dir, src_name, dst_dir, dst_name, 0);
+        return cm_copy_tree_flags(src_dir, src_name, dst_dir, dst_name, max_bytes, 0, stats, err);
 }
 
 int cm_is_dir_at(int dir, const char *name) {

@@ -24,6 +24,15 @@ typedef struct cm_copy_stats {
 int cm_copy_tree(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
                  cm_copy_stats *stats, cm_err *err);
 
+/* cm_copy_tree's flags. */
+enum {
+        CM_COPY_OWNERS = 1 << 0, /* keep each entry's owner and group (needs
+                                    CAP_CHOWN: root copying an image) */
+};
+/* cm_copy_tree with flags. */
+int cm_copy_tree_flags(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
+                       unsigned flags, cm_copy_stats *stats, cm_err *err);
+
 /* Open the directory holding `path` (its last component goes to
  * *ret_name, owned by the caller).  in_root: resolve `path` as if root_fd
  * were "/" (RESOLVE_IN_ROOT: symlinks and .. cannot leave it; for a

@@ -37,10 +37,13 @@ typedef struct launch {
         int cg_fds[CG__N];
         size_t n_cg_fds;
         int cg_dirfd;
-        int netns_fd;    /* run_wait: joined, then given back to the pool */
-        int ctl_fd;      /* run: the init's control socket (listening) */
-        int ctl_pair[2]; /* warm: [0] ours, [1] the init's */
-        int net_sync[2]; /* network: [0] ours, [1] the child's (#2, #3) */
+        bool copy_image;     /* a directory image copied, not an overlay (rootfs.c) */
+        bool overlay_failed; /* the overlay mount said "not here": copy */
+        char *scratch;       /* run_wait: the image's copy, removed at the end */
+        int netns_fd;        /* run_wait: joined, then given back to the pool */
+        int ctl_fd;          /* run: the init's control socket (listening) */
+        int ctl_pair[2];     /* warm: [0] ours, [1] the init's */
+        int net_sync[2];     /* network: [0] ours, [1] the child's (#2, #3) */
         pid_t pid;
         int pidfd;
 } launch;
@@ -84,6 +87,9 @@ static void launch_free(launch *l) {
         mnt_plan_free(&l->plan);
         strv_free(l->envp);
         state_free(&l->st);
+        rootfs_remove(l->scratch); /* the sandbox is gone by now */
+        free(l->scratch);
+        l->scratch = NULL;
 }
 
 /* Undo a start that failed or finished: kill, network helper, cgroups,
@@ -214,7 +220,7 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
 
 /* The record first (so a crash leaves nothing a new server cannot find),
  * then cgroups, the mount plan, env and fds. */
-static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, launch *l, cm_err *err) {
+static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bool copy_image, launch *l, cm_err *err) {
         bool wait = kind != L_RUN;
         char id[17];
         int lock = -1, r;
@@ -231,7 +237,8 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, la
                       .ctl_pair = {-1, -1},
                       .net_sync = {-1, -1},
                       .pidfd = -1,
-                      .kind = kind};
+                      .kind = kind,
+                      .copy_image = copy_image};
         if (check_spec(n, spec, kind == L_WAIT, err) < 0 || net_plan(n, spec, &l->st.net, err) < 0)
                 return -1;
         native_random_id(id);
@@ -297,6 +304,8 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, la
 /* cgroups, the mount plan, fds. */
 static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_name, launch *l, cm_err *err) {
         bool wait = l->st.ephemeral;
+        bool copy = l->st.image[0] == '/' && (l->copy_image || !n->overlay);
+        cleanup_free char *copy_dir = NULL;
         rootfs_opts ro;
 
         /* A run to completion joins only the hierarchies holding its limits;
@@ -307,10 +316,25 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
                 return -1;
         if (strcmp(l->st.image, "host") == 0 && hostetc_sync(n, err) < 0)
                 return -1;
-        ro = (rootfs_opts){l->st.image,           n->stage_dir, n->etc_dir,   l->st.name,    l->st.tmpfs_bytes,
-                           spec->readonly_rootfs, n->rootless,  spec->mounts, spec->n_mounts};
+        /* Without an overlay, a copy of a directory image: in the record's
+         * dir (removed with it), or a scratch dir for a run to completion. */
+        if (copy)
+                copy_dir = l->st.dir ? xasprintf("%s/rootfs", l->st.dir) : rootfs_scratch_path(n, l->st.id);
+        ro = (rootfs_opts){l->st.image,  copy_dir,          n->stage_dir,          n->etc_dir,
+                           l->st.name,   l->st.tmpfs_bytes, spec->readonly_rootfs, n->rootless,
+                           spec->mounts, spec->n_mounts};
         if (mnt_plan_build(&ro, &l->plan, err) < 0)
                 return -1;
+        l->copy_image = copy;
+        if (copy) {
+                const char *why =
+                        n->overlay ? "the kernel refused this image as an overlay's lower layer" : n->overlay_why;
+                if (!l->st.dir)
+                        l->scratch = xstrdup(copy_dir);
+                /* after the plan: the image has passed its checks */
+                if (rootfs_copy(n, l->st.image, copy_dir, why, err) < 0)
+                        return -1;
+        }
         if (cg_open_join(&l->st.cg, NULL, l->cg_fds, CG__N, &l->n_cg_fds, &l->cg_dirfd, err) < 0)
                 return -1;
         if (pipe2(l->sync, O_CLOEXEC) < 0)
@@ -342,6 +366,7 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
 
 static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
         bool wait = l->kind != L_RUN;
+        int step;
         sb_config c = {
                 .userns = n->rootless,
                 .outer_uid = n->uid,
@@ -401,9 +426,27 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
         if (l->net_sync[0] >= 0 && net_start(n, l->net_sync[0], l->pidfd, l->st.id, &l->st.net, err) < 0)
                 return -1;
         closefd(&l->net_sync[0]);
-        if (sb_wait_ready(l->sync[0], err) < 0) /* #1 */
+        if (sb_wait_ready(l->sync[0], &step, err) < 0) { /* #1 */
+                l->overlay_failed = !l->copy_image && step == SB_STEP_OVERLAY && rootfs_overlay_unavailable(err->code);
                 return -1;
+        }
         closefd(&l->sync[0]);
+        return 0;
+}
+
+/* prepare and start.  A directory image the kernel will not take as an
+ * overlay's lower layer (say, on overlays already stacked as deep as they
+ * go) is started again, on a copy (rootfs.c).  On failure l still needs
+ * launch_discard and launch_free. */
+static int launch_start(native *n, const cm_run_spec *spec, enum launch_kind kind, launch *l, cm_err *err) {
+        if (prepare(n, spec, kind, false, l, err) == 0 && start(n, spec, l, err) == 0)
+                return 0;
+        if (!l->overlay_failed)
+                return -1;
+        launch_discard(l);
+        launch_free(l);
+        if (prepare(n, spec, kind, true, l, err) < 0 || start(n, spec, l, err) < 0)
+                return -1;
         return 0;
 }
 
@@ -437,7 +480,7 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
                         cm_exec_result_clear(ret);
                 return r;
         }
-        if (prepare(n, spec, L_WAIT, &l, err) < 0 || start(n, spec, &l, err) < 0) {
+        if (launch_start(n, spec, L_WAIT, &l, err) < 0) {
                 launch_discard(&l);
                 launch_free(&l);
                 return -1;
@@ -476,7 +519,7 @@ int native_run(cm_backend *b, const cm_run_spec *spec, char **ret_id, cm_err *er
         native *n = (native *)b;
         launch l;
 
-        if (prepare(n, spec, L_RUN, &l, err) < 0 || start(n, spec, &l, err) < 0) {
+        if (launch_start(n, spec, L_RUN, &l, err) < 0) {
                 launch_discard(&l);
                 launch_free(&l);
                 return -1;
@@ -500,7 +543,7 @@ int native_warm_create(native *n, warm_box *ret, cm_err *err) {
         launch l;
         int r = -1;
 
-        if (prepare(n, &spec, L_WARM, &l, err) == 0 && start(n, &spec, &l, err) == 0) {
+        if (prepare(n, &spec, L_WARM, false, &l, err) == 0 && start(n, &spec, &l, err) == 0) {
                 *ret = (warm_box){.pid = l.pid,
                                   .pidfd = take_fd(&l.pidfd),
                                   .conn = take_fd(&l.ctl_pair[0]),
@@ -565,7 +608,7 @@ int native_warm_run(native *n, warm_box *w, const cm_run_spec *spec, const cm_ca
         closefd(&sync_p[1]);
         closefd(&out_p[1]);
         closefd(&err_p[1]);
-        r = sb_wait_ready(sync_p[0], err); /* #1 */
+        r = sb_wait_ready(sync_p[0], NULL, err); /* #1 */
         if (r < 0)
                 goto out;
         {

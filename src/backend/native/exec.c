@@ -279,7 +279,7 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
         closefd(&x.init_pidfd);
         for (int i = 0; i < INIT_N_NS; i++)
                 closefd(&x.ns[i]);
-        if (sb_wait_ready(sync_p[0], err) < 0) { /* #1 */
+        if (sb_wait_ready(sync_p[0], NULL, err) < 0) { /* #1 */
                 kill_exec(&run);
                 (void)waitid((idtype_t)P_PIDFD, (id_t)run.pidfd, &si, WEXITED);
                 goto out;
@@ -359,7 +359,7 @@ static int exec_init(const nstate *s, const cm_exec_spec *spec, char **argv, cha
         closefd(&out_p[1]);
         closefd(&err_p[1]);
         closefd(&in_p[1]);
-        if (sb_wait_ready(sync_p[0], err) < 0) /* #1 */
+        if (sb_wait_ready(sync_p[0], NULL, err) < 0) /* #1 */
                 goto out;
         {
                 pump_io io = {.out_fd = out_p[0],

@@ -24,6 +24,7 @@
 #define NATIVE_LOG_CAP ((size_t)4 << 20)        /* per-container log file */
 #define NATIVE_WORKDIR "/workspace"
 #define NATIVE_MAX_MOUNTS 32
+#define NATIVE_COPY_MAX_BYTES ((uint64_t)2 << 30) /* a directory image copied, without overlayfs */
 #define NATIVE_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 /* ---- errors from the child (sandbox.c) ---------------------------------- */
@@ -35,6 +36,7 @@ enum sb_step {
         SB_STEP_CGROUP,
         SB_STEP_USERNS,
         SB_STEP_MOUNTNS,
+        SB_STEP_OVERLAY, /* a directory image's overlay (rootfs.c: may fall back) */
         SB_STEP_ROOTFS,
         SB_STEP_MOUNTS,
         SB_STEP_PROC,
@@ -108,6 +110,8 @@ void mnt_plan_free(mnt_plan *p);
 
 typedef struct rootfs_opts {
         const char *image;   /* "host" or an absolute rootfs directory */
+        const char *copy;    /* a directory image: NULL for an overlay over
+                                it, else where the parent copies it to */
         const char *stage;   /* where the scratch tmpfs is (absolute) */
         const char *etc_dir; /* the host image's /etc copy */
         const char *hostname;
@@ -224,8 +228,10 @@ typedef struct native {
         bool adopt_orphans; /* CONTAINER_MCP_ORPHANS=adopt */
         pid_t self_pid;
         uint64_t self_start;
-        pthread_mutex_t lock; /* state records, within this process */
-        char *etc_dir;        /* the host image's /etc (hostetc.c) */
+        pthread_mutex_t lock;  /* state records, within this process */
+        bool overlay;          /* directory images get an overlay (rootfs.c) */
+        char overlay_why[256]; /* when !overlay */
+        char *etc_dir;         /* the host image's /etc (hostetc.c) */
         int etc_inotify;
         bool etc_ready;
         char *srv_tag;     /* srv-<pid>-<start>: cgroups of our run_waits */
@@ -240,6 +246,27 @@ int netns_take(native *n);
 int netns_keep(native *n, pid_t pid);
 void netns_give(native *n, int fd);
 void netns_pool_free(native *n);
+
+/* rootfs.c: a directory image's root when there is no overlayfs, a copy
+ * of the image in a directory of the container's own.
+ *
+ * child of the open-time probe: can this sandbox mount an overlay?  0, or
+ * the mount's errno; -1 when the probe itself could not be set up. */
+int rootfs_probe_overlay(const char *stage, bool userns, uid_t uid, gid_t gid);
+/* parent: decide from CONTAINER_MCP_NATIVE_OVERLAY and the probe's result. */
+void rootfs_detect(native *n, int probe);
+/* The errnos of an overlay mount that mean "not here": fall back to a copy. */
+bool rootfs_overlay_unavailable(int code);
+/* parent: where a run to completion's copy goes (<state>/scratch/<srv>/<id>). */
+char *rootfs_scratch_path(const native *n, const char *id);
+/* parent: copy the image to dst (a new directory), at most
+ * NATIVE_COPY_MAX_BYTES; on failure nothing is left at dst.  why: why there
+ * is no overlay, for the error. */
+int rootfs_copy(const native *n, const char *image, const char *dst, const char *why, cm_err *err);
+/* Remove a copy (and its parent dir, when a scratch dir, once empty). */
+void rootfs_remove(const char *path);
+/* The scratch copies of dead servers. */
+void rootfs_reap(native *n);
 
 /* hostetc.c: bring <state>/etc up to date with the host's; cheap when
  * nothing changed. */
@@ -335,8 +362,9 @@ int init_ctl_send_spawn(int conn, char *const *argv, char *const *envp, const ch
 
 /* parent: clone the sandbox; returns its pid (pid 1 inside). */
 int sb_spawn(const sb_config *c, int *ret_pidfd, cm_err *err);
-/* parent: wait for sync point #1 (set-up done and exec, or an error). */
-int sb_wait_ready(int err_fd, cm_err *err);
+/* parent: wait for sync point #1 (set-up done and exec, or an error);
+ * *ret_step (may be NULL): the step that failed, -1 if none did. */
+int sb_wait_ready(int err_fd, int *ret_step, cm_err *err);
 
 /* The last steps of every process that runs user code: rlimits (without a
  * cgroup), workdir, caps, no_new_privs, seccomp (unless inherited: seccomp

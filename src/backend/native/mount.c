@@ -108,7 +108,9 @@ static int plan_host_image(const rootfs_opts *o, mnt_plan *p) {
 /* An image that is a root file system in a directory (what the image store
  * unpacks): an overlay, the image read-only below and the sandbox's changes
  * in the scratch tmpfs above, so the image is never written and the
- * changes go with the sandbox.  The host's /etc is not involved. */
+ * changes go with the sandbox.  Without overlayfs (rootfs.c), a copy of the
+ * image the parent makes in the container's own dir, bound in instead.
+ * The host's /etc is not involved. */
 static int plan_dir_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
         static const char *const denied[] = {"/", "/proc", "/sys", "/dev", "/etc", "/usr", "/boot"};
         cleanup_free char *opts = NULL;
@@ -123,15 +125,26 @@ static int plan_dir_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
                                           o->image);
         if (stat(o->image, &st) < 0 || !S_ISDIR(st.st_mode))
                 return cm_err_set(err, ENOENT, "image directory \"%s\" does not exist", o->image);
-        if (strchr(o->image, ',') || strchr(o->image, ':') || strchr(o->stage, ','))
-                return cm_err_set(err, EINVAL, "image path \"%s\" may not contain ',' or ':'", o->image);
-        opts = xasprintf("lowerdir=%s,upperdir=%s/.upper,workdir=%s/.work%s", o->image, o->stage, o->stage,
-                         o->userns ? ",userxattr" : "");
-        mnt_add(p, MNT_MKDIR, NULL, ".upper", NULL, 0, 0755);
-        mnt_add(p, MNT_MKDIR, NULL, ".work", NULL, 0, 0700);
-        mnt_add(p, MNT_MKDIR, NULL, ".root", NULL, 0, 0755);
-        mnt_add(p, MNT_OVERLAY, NULL, ".root", opts, MS_NOSUID | MS_NODEV, 0);
+        /* Its own step: a failure there means "no overlay for this image"
+         * (container.c falls back to a copy). */
+        p->step = SB_STEP_OVERLAY;
+        if (o->copy) {
+                mnt_add(p, MNT_MKDIR, NULL, ".root", NULL, 0, 0755);
+                mnt_add(p, MNT_BIND, o->copy, ".root", NULL, 0, 0);
+                mnt_add(p, MNT_RDONLY, NULL, ".root", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
+                p->ops[p->n - 1].keep_rw = true;
+        } else {
+                if (strchr(o->image, ',') || strchr(o->image, ':') || strchr(o->stage, ','))
+                        return cm_err_set(err, EINVAL, "image path \"%s\" may not contain ',' or ':'", o->image);
+                opts = xasprintf("lowerdir=%s,upperdir=%s/.upper,workdir=%s/.work%s", o->image, o->stage, o->stage,
+                                 o->userns ? ",userxattr" : "");
+                mnt_add(p, MNT_MKDIR, NULL, ".upper", NULL, 0, 0755);
+                mnt_add(p, MNT_MKDIR, NULL, ".work", NULL, 0, 0700);
+                mnt_add(p, MNT_MKDIR, NULL, ".root", NULL, 0, 0755);
+                mnt_add(p, MNT_OVERLAY, NULL, ".root", opts, MS_NOSUID | MS_NODEV, 0);
+        }
         mnt_add(p, MNT_CHDIR, NULL, ".root", NULL, 0, 0);
+        p->step = SB_STEP_ROOTFS;
         /* its own /etc; our names in it (in the upper layer) */
         mnt_add(p, MNT_MKDIR, NULL, "etc", NULL, 0, 0755);
         (void)snprintf(text, sizeof text, "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
@@ -310,8 +323,8 @@ int mnt_plan_build(const rootfs_opts *o, mnt_plan *ret, cm_err *err) {
         mnt_add(&p, MNT_MKDIR, NULL, "root", NULL, 0, 0700);
         mnt_add(&p, MNT_MKDIR, NULL, "var", NULL, 0, 0755);
         mnt_add(&p, MNT_SYMLINK, "../tmp", "var/tmp", NULL, 0, 0);
-        /* /tmp and /workspace live in the root's tmpfs, unless the root is
-         * read-only. */
+        /* /tmp and /workspace live in the root's tmpfs (or, for a copied
+         * image, in the copy), unless the root is read-only. */
         mnt_add(&p, MNT_MKDIR, NULL, "tmp", NULL, 0, 01777);
         if (o->readonly_rootfs && !has_mount_at(o, "/tmp"))
                 mnt_add(&p, MNT_TMPFS, NULL, "tmp", tmp_opts, MS_NOSUID | MS_NODEV, 0);

@@ -115,14 +115,12 @@ static void net_detect(native *n) {
         }
 }
 
-static bool has_fs(const char *name) {
-        char buf[4096];
-        return read_file("/proc/filesystems", buf, sizeof buf) > 0 && strstr(buf, name);
-}
-
 /* Can we make the namespaces at all?  A throwaway child tells, in about a
- * millisecond, with the real reason when the kernel says no. */
-static int probe_namespaces(bool userns, int *ret_errno) {
+ * millisecond, with the real reason when the kernel says no.  Unless
+ * overlays are turned off, the child also tries one (rootfs.c) and exits
+ * with the errno of that mount (255: it could not tell). */
+static int probe_namespaces(const native *n, bool try_overlay, int *ret_overlay, int *ret_errno) {
+        bool userns = n->rootless;
         int pidfd = -1;
         struct cm_clone_args a = {
                 .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_PIDFD |
@@ -136,13 +134,13 @@ static int probe_namespaces(bool userns, int *ret_errno) {
         if (pid < 0 && errno == ENOSYS) {
                 pid = (pid_t)syscall(SYS_clone, (unsigned long)(a.flags & ~(uint64_t)CLONE_PIDFD) | SIGCHLD, NULL, NULL,
                                      NULL, 0);
-                if (pid == 0)
-                        _exit(0);
                 if (pid > 0)
-                        (void)waitpid(pid, NULL, 0);
+                        (void)waitid(P_PID, (id_t)pid, &si, WEXITED);
         }
-        if (pid == 0)
-                _exit(0);
+        if (pid == 0) {
+                int r = try_overlay ? rootfs_probe_overlay(n->stage_dir, userns, n->uid, n->gid) : 0;
+                _exit(r < 0 ? 255 : r > 254 ? 254 : r);
+        }
         if (pid < 0) {
                 *ret_errno = errno;
                 return -1;
@@ -151,6 +149,7 @@ static int probe_namespaces(bool userns, int *ret_errno) {
                 (void)waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED);
                 (void)close(pidfd);
         }
+        *ret_overlay = si.si_code == CLD_EXITED ? si.si_status : 255;
         return 0;
 }
 
@@ -171,7 +170,8 @@ static void state_tag(const char *dir, char ret[9]) {
 
 static void probe(native *n) {
         cm_err err = CM_ERR_INIT;
-        int e = 0;
+        int e = 0, overlay = 0;
+        const char *no_overlay = getenv("CONTAINER_MCP_NATIVE_OVERLAY");
         char tag[9];
 
         if (state_dir_resolve(&n->state_dir, &err) < 0)
@@ -180,7 +180,7 @@ static void probe(native *n) {
         if (mkdir(n->stage_dir, 0755) < 0 && errno != EEXIST)
                 return set_unavailable(n, "cannot create the staging dir under the state dir",
                                        "make the state directory writable (CONTAINER_MCP_STATE_DIR)");
-        if (probe_namespaces(n->rootless, &e) < 0) {
+        if (probe_namespaces(n, !no_overlay || strcmp(no_overlay, "0") != 0, &overlay, &e) < 0) {
                 char why[256];
                 (void)snprintf(why, sizeof why, "cannot create %snamespaces: %s", n->rootless ? "user " : "",
                                strerror(e));
@@ -192,6 +192,7 @@ static void probe(native *n) {
                                       "use the docker backend"
                                     : "the kernel lacks namespace support; use the docker backend");
         }
+        rootfs_detect(n, overlay);
         if (seccomp_build(&n->seccomp, &err) < 0)
                 return set_unavailable(n, err.msg, "install libseccomp 2.5 or newer");
         n->etc_dir = xasprintf("%s/etc", n->state_dir);
@@ -233,6 +234,12 @@ static void native_status(cm_backend *b, cm_backend_status *ret) {
         if (n->cg.mode == CG_NONE)
                 (void)json_array_append_new(warn, json_string("no cgroup: limits fall back to rlimits; run as root "
                                                               "or in a delegated cgroup v2"));
+        if (n->ok && !n->overlay) {
+                cleanup_free char *w = xasprintf("no overlayfs (%s): a directory image is copied for each container, "
+                                                 "up to %llu MiB",
+                                                 n->overlay_why, (unsigned long long)(NATIVE_COPY_MAX_BYTES >> 20));
+                (void)json_array_append_new(warn, json_string(w));
+        }
         if (n->cg.slow_attach)
                 (void)json_array_append_new(
                         warn, json_string("cgroup v1 without favordynmods: each sandbox waits ~10 ms to join its "
@@ -241,7 +248,7 @@ static void native_status(cm_backend *b, cm_backend_status *ret) {
         d = json_pack("{s:s, s:b, s:s, s:s, s:s, s:b, s:b, s:b, s:b, s:s, s:s, s:O}", "kernel", u.release, "rootless",
                       n->rootless, "user_namespaces", n->rootless ? (n->ok ? "yes" : "no") : "not needed (root)",
                       "cgroup", cg_mode_name(n->cg.mode), "limits", limits_text(n), "seccomp", n->seccomp.len > 0,
-                      "overlay", has_fs("overlay"), "slirp4netns", in_path("slirp4netns"), "pasta", in_path("pasta"),
+                      "overlay", n->overlay, "slirp4netns", in_path("slirp4netns"), "pasta", in_path("pasta"),
                       "network", "off by default; network: true through the user-mode stack", "state_dir",
                       n->state_dir ? n->state_dir : "", "warnings", warn);
         if (d) {
@@ -339,7 +346,9 @@ cm_backend *cm_native_open(void) {
                 n->lifeline_w = p[1];
         }
         probe(n);
-        if (n->ok)
+        if (n->ok) {
                 state_reap_orphans(n);
+                rootfs_reap(n);
+        }
         return &n->base;
 }

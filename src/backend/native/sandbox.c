@@ -42,6 +42,7 @@ static const char *sb_step_name(int step) {
                 [SB_STEP_CGROUP] = "joining the cgroup",
                 [SB_STEP_USERNS] = "mapping the user namespace",
                 [SB_STEP_MOUNTNS] = "making the mount namespace private",
+                [SB_STEP_OVERLAY] = "mounting the image's overlay",
                 [SB_STEP_ROOTFS] = "building the root file system",
                 [SB_STEP_MOUNTS] = "bind-mounting the requested mounts",
                 [SB_STEP_PROC] = "mounting /proc and /sys",
@@ -306,6 +307,8 @@ static __attribute__((noreturn)) void contain(const sb_config *c) {
         }
         if (mnt_enter_stage(c->stage, c->root_bytes, &e) < 0)
                 goto fail;
+        if (mnt_plan_run(c->plan, SB_STEP_OVERLAY, &e) < 0)
+                goto fail;
         if (mnt_plan_run(c->plan, SB_STEP_ROOTFS, &e) < 0)
                 goto fail;
         if (mnt_plan_run(c->plan, SB_STEP_MOUNTS, &e) < 0)
@@ -412,10 +415,12 @@ int sb_spawn(const sb_config *c, int *ret_pidfd, cm_err *err) {
         return pid;
 }
 
-int sb_wait_ready(int err_fd, cm_err *err) {
+int sb_wait_ready(int err_fd, int *ret_step, cm_err *err) {
         sb_err m;
         ssize_t n;
 
+        if (ret_step)
+                *ret_step = -1;
         do
                 n = read(err_fd, &m, sizeof m);
         while (n < 0 && errno == EINTR);
@@ -423,5 +428,7 @@ int sb_wait_ready(int err_fd, cm_err *err) {
                 return 0;
         if (n != (ssize_t)sizeof m)
                 return cm_err_sys(err, n < 0 ? errno : EPROTO, "sandbox set-up: bad message from the child");
+        if (ret_step)
+                *ret_step = m.step;
         return sb_err_to_cm(&m, err);
 }

@@ -372,6 +372,11 @@ void state_delete(const nstate *s) {
                 cleanup_free char *p = xasprintf("%s/%s", s->dir, files[i]);
                 (void)unlink(p);
         }
+        {
+                /* a directory image's copy (rootfs.c) */
+                cleanup_free char *copy = xasprintf("%s/rootfs", s->dir);
+                rootfs_remove(copy);
+        }
         (void)rmdir(s->dir);
 }
 
