@@ -144,6 +144,9 @@ typedef struct cm_backend_ops {
         int (*exec)(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_cancel *cancel,
                     cm_exec_result *ret, cm_err *err);
         int (*list)(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err);
+        /* One container by id or name, without listing them all (optional:
+         * tools fall back to list).  -ENOENT when there is none. */
+        int (*find)(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);
         int (*inspect)(cm_backend *b, const char *id, char **ret_json, cm_err *err);
         int (*logs)(cm_backend *b, const char *id, size_t tail, char **ret, size_t *ret_len, cm_err *err);
         int (*stats)(cm_backend *b, const char *id, cm_stats *ret, cm_err *err);

@@ -47,7 +47,8 @@ bool cm_container_managed(const cm_container_info *c) {
         return v && strcmp(v, "true") == 0;
 }
 
-int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
+/* Without a find op: list everything and pick. */
+static int find_by_listing(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
         cm_container_info *all = NULL;
         size_t n = 0, hit = SIZE_MAX;
         if (!b->ops->list)
@@ -62,10 +63,19 @@ int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_in
                         cm_container_info_clear(&all[i]);
         if (hit == SIZE_MAX) {
                 free(all);
-                return cm_err_set(err, ENOENT, "no container \"%s\"; call list_containers for the ids and names", ref);
+                return -ENOENT;
         }
         *ret = all[hit];
         free(all);
+        return 0;
+}
+
+int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
+        int r = b->ops->find ? b->ops->find(b, ref, ret, err) : find_by_listing(b, ref, ret, err);
+        if (r == -ENOENT)
+                return cm_err_set(err, ENOENT, "no container \"%s\"; call list_containers for the ids and names", ref);
+        if (r < 0)
+                return r;
         if (!cm_container_managed(ret) && !cm_call_app(call)->cfg->allow_unmanaged) {
                 cm_err_set(err, EPERM,
                            "container \"%s\" was not created by container-mcp (no %s=true label); it is left alone "

@@ -739,6 +739,33 @@ int native_remove(cm_backend *b, const char *id, bool force, cm_err *err) {
         return r < 0 ? -1 : 0;
 }
 
+/* Moves the labels out of s. */
+static void info_from_state(nstate *s, cm_container_info *c) {
+        c->id = xstrdup(s->id);
+        c->name = xstrdup(s->name);
+        c->image = xstrdup(s->image);
+        c->state = xstrdup(s->state);
+        c->exit_code = s->exit_code < 0 ? 0 : s->exit_code;
+        c->created_at = s->created_at;
+        c->labels = steal_pointer(&s->labels);
+        c->n_labels = s->n_labels;
+        s->n_labels = 0;
+}
+
+int native_find(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
+        nstate s = {0};
+        int r = state_load((native *)b, ref, &s, err);
+        if (r < 0)
+                return r; /* -ENOENT, or -EINVAL for an ambiguous prefix */
+        if (s.ephemeral) {
+                state_free(&s);
+                return -ENOENT; /* a wait run's: not the agent's to touch */
+        }
+        info_from_state(&s, ret);
+        state_free(&s);
+        return 0;
+}
+
 int native_list(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err) {
         native *n = (native *)b;
         nstate *v = NULL;
@@ -750,18 +777,8 @@ int native_list(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n,
         out = xcalloc(len + 1, sizeof *out);
         for (size_t i = 0; i < len; i++) {
                 nstate *s = &v[i];
-                if (!s->ephemeral && (all || strcmp(s->state, "running") == 0)) {
-                        cm_container_info *c = &out[m++];
-                        c->id = xstrdup(s->id);
-                        c->name = xstrdup(s->name);
-                        c->image = xstrdup(s->image);
-                        c->state = xstrdup(s->state);
-                        c->exit_code = s->exit_code < 0 ? 0 : s->exit_code;
-                        c->created_at = s->created_at;
-                        c->labels = steal_pointer(&s->labels);
-                        c->n_labels = s->n_labels;
-                        s->n_labels = 0;
-                }
+                if (!s->ephemeral && (all || strcmp(s->state, "running") == 0))
+                        info_from_state(s, &out[m++]);
                 state_free(s);
         }
         free(v);

@@ -515,6 +515,7 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
 int native_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
                 cm_err *err);
 int native_list(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err);
+int native_find(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);
 int native_inspect(cm_backend *b, const char *id, char **ret_json, cm_err *err);
 int native_logs(cm_backend *b, const char *id, size_t tail, char **ret, size_t *ret_len, cm_err *err);
 int native_stats(cm_backend *b, const char *id, cm_stats *ret, cm_err *err);

@@ -311,6 +311,7 @@ static const cm_backend_ops native_ops = {
         .run_wait = native_run_wait,
         .exec = native_exec,
         .list = native_list,
+        .find = native_find,
         .inspect = native_inspect,
         .logs = native_logs,
         .stats = native_stats,
