@@ -175,6 +175,22 @@ static void kill_exec(void *ctx) {
                 (void)sys_pidfd_send_signal(x->pidfd, SIGTERM);
 }
 
+/* Collect an exec's output from the parent's ends of its pipes (the pump
+ * closes them, so they are taken) until the command ends; on timeout or
+ * cancellation the pump kills it through `t`. */
+static int pump_exec(const cm_exec_spec *spec, const cm_cancel *cancel, int *out_r, int *err_r, int *in_w,
+                     const pump_target *t, cm_exec_result *ret, cm_err *err) {
+        pump_io io = {.out_fd = take_fd(out_r),
+                      .err_fd = take_fd(err_r),
+                      .in_fd = take_fd(in_w),
+                      .in_data = spec->stdin_data,
+                      .in_len = spec->stdin_len,
+                      .cap = spec->output_cap,
+                      .timeout_ms = spec->timeout_ms,
+                      .cancel = cancel};
+        return pump_run(&io, t, ret, err);
+}
+
 static int start_waiter(const exec_child *x, int cg_dirfd, exec_run *run, cm_err *err) {
         int pidfd = -1;
         struct cm_clone_args a = {
@@ -284,19 +300,8 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
                 (void)waitid((idtype_t)P_PIDFD, (id_t)run.pidfd, &si, WEXITED);
                 goto out;
         }
-        {
-                pump_io io = {.out_fd = out_p[0],
-                              .err_fd = err_p[0],
-                              .in_fd = in_p[0],
-                              .in_data = spec->stdin_data,
-                              .in_len = spec->stdin_len,
-                              .cap = spec->output_cap,
-                              .timeout_ms = spec->timeout_ms,
-                              .cancel = cancel};
-                pump_target t = {run.pidfd, kill_exec, &run};
-                out_p[0] = err_p[0] = in_p[0] = -1; /* the pump closes them */
-                r = pump_run(&io, &t, ret, err);
-        }
+        r = pump_exec(spec, cancel, &out_p[0], &err_p[0], &in_p[0], &(pump_target){run.pidfd, kill_exec, &run}, ret,
+                      err);
         if (r < 0)
                 kill_exec(&run);
         if (waitid((idtype_t)P_PIDFD, (id_t)run.pidfd, &si, WEXITED) == 0 && r == 0)
@@ -361,19 +366,8 @@ static int exec_init(const nstate *s, const cm_exec_spec *spec, char **argv, cha
         closefd(&in_p[1]);
         if (sb_wait_ready(sync_p[0], NULL, err) < 0) /* #1 */
                 goto out;
-        {
-                pump_io io = {.out_fd = out_p[0],
-                              .err_fd = err_p[0],
-                              .in_fd = in_p[0],
-                              .in_data = spec->stdin_data,
-                              .in_len = spec->stdin_len,
-                              .cap = spec->output_cap,
-                              .timeout_ms = spec->timeout_ms,
-                              .cancel = cancel};
-                pump_target t = {conn, kill_via_init, &conn};
-                out_p[0] = err_p[0] = in_p[0] = -1; /* the pump closes them */
-                r = pump_run(&io, &t, ret, err);
-        }
+        r = pump_exec(spec, cancel, &out_p[0], &err_p[0], &in_p[0], &(pump_target){conn, kill_via_init, &conn}, ret,
+                      err);
         if (r < 0)
                 goto out;
         do

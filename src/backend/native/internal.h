@@ -588,5 +588,7 @@ bool proc_alive(pid_t pid, uint64_t start);
 int64_t now_ms(void);
 int read_file(const char *path, char *buf, size_t size);
 int write_file(const char *path, const char *text);
+/* child-safe (no allocation): open with flags, write all of text, close. */
+int write_file_flags(const char *path, const char *text, int flags, unsigned mode);
 
 #endif

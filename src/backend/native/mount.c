@@ -380,16 +380,6 @@ static int mask(const char *path) {
         return mount("/dev/null", path, NULL, MS_BIND, NULL);
 }
 
-static int write_text(const char *path, const char *text, unsigned mode) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
-        int r;
-        if (fd < 0)
-                return -1;
-        r = write_all(fd, text, strlen(text));
-        (void)close(fd);
-        return r;
-}
-
 static int touch(const char *path, unsigned mode) {
         int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
         if (fd < 0)
@@ -428,7 +418,7 @@ static int run_op(const mnt_op *op) {
         case MNT_MKDIR: return mkdir(op->dst, op->mode) < 0 && errno != EEXIST ? -1 : 0;
         case MNT_SYMLINK: return symlink(op->src, op->dst) < 0 && errno != EEXIST ? -1 : 0;
         case MNT_TOUCH: return touch(op->dst, op->mode);
-        case MNT_WRITE: return write_text(op->dst, op->data, op->mode);
+        case MNT_WRITE: return write_file_flags(op->dst, op->data, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, op->mode);
         case MNT_BIND:
                 if (op->check_id)
                         return bind_checked(op);

@@ -34,8 +34,10 @@ int read_file(const char *path, char *buf, size_t size) {
         return (int)len;
 }
 
-int write_file(const char *path, const char *text) {
-        int fd = open(path, O_WRONLY | O_CLOEXEC);
+int write_file(const char *path, const char *text) { return write_file_flags(path, text, O_WRONLY, 0); }
+
+int write_file_flags(const char *path, const char *text, int flags, unsigned mode) {
+        int fd = open(path, flags | O_CLOEXEC, mode);
         int r;
         if (fd < 0)
                 return -1;

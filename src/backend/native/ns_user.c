@@ -11,27 +11,17 @@
 #include "backend/native/internal.h"
 #include "backend/native/linux.h"
 
-static int write_proc(const char *path, const char *text) {
-        int fd = open(path, O_WRONLY | O_CLOEXEC);
-        int r;
-        if (fd < 0)
-                return -1;
-        r = write_all(fd, text, strlen(text));
-        (void)close(fd);
-        return r;
-}
-
 int userns_map(uid_t outer_uid, gid_t outer_gid, sb_err *e) {
         char map[64];
 
         /* setgroups must be denied before an unprivileged gid_map. */
-        if (write_proc("/proc/self/setgroups", "deny") < 0 && errno != ENOENT)
+        if (write_file("/proc/self/setgroups", "deny") < 0 && errno != ENOENT)
                 return sb_fail(e, SB_STEP_USERNS, errno, "deny setgroups");
         (void)snprintf(map, sizeof map, "0 %u 1\n", (unsigned)outer_uid);
-        if (write_proc("/proc/self/uid_map", map) < 0)
+        if (write_file("/proc/self/uid_map", map) < 0)
                 return sb_fail(e, SB_STEP_USERNS, errno, "write uid_map \"0 %u 1\"", (unsigned)outer_uid);
         (void)snprintf(map, sizeof map, "0 %u 1\n", (unsigned)outer_gid);
-        if (write_proc("/proc/self/gid_map", map) < 0)
+        if (write_file("/proc/self/gid_map", map) < 0)
                 return sb_fail(e, SB_STEP_USERNS, errno, "write gid_map \"0 %u 1\"", (unsigned)outer_gid);
         return 0;
 }
