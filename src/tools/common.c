@@ -87,6 +87,19 @@ int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_in
         return 0;
 }
 
+cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, const char *what,
+                           cm_container_info *ret, cm_err *err) {
+        cm_backend *b = cm_tool_backend(call, err);
+        if (!b)
+                return NULL;
+        /* POSIX lets a function pointer be read as a void *. */
+        if (!*(void *const *)((const char *)b->ops + op_offset)) {
+                (void)cm_tool_unsupported(b, what, err);
+                return NULL;
+        }
+        return cm_tool_find(call, b, ref, ret, err) < 0 ? NULL : b;
+}
+
 void cm_tool_labels(mcp_call *call, cm_kv ret[4]) {
         mcp_session *s = mcp_call_session(call);
         ret[0] = (cm_kv){CM_LABEL_MANAGED, "true"};

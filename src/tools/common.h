@@ -2,6 +2,8 @@
 #ifndef CM_TOOLS_COMMON_H
 #define CM_TOOLS_COMMON_H
 
+#include <stddef.h>
+
 #include "tools/tools.h"
 #include "util/json.h"
 
@@ -20,6 +22,15 @@ int cm_tool_writable(mcp_call *call, const char *tool, cm_err *err);
  * CONTAINER_MCP_ALLOW_UNMANAGED. */
 int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);
 bool cm_container_managed(const cm_container_info *c);
+/* The start of every tool that acts on one container: the active backend,
+ * which must have the operation at `op_offset` in cm_backend_ops (else "the
+ * X backend cannot <what>"), and the container `ref`, found and checked as
+ * managed.  NULL with err set on any failure.  Use CM_TOOL_TARGET. */
+cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, const char *what,
+                           cm_container_info *ret, cm_err *err);
+#define CM_TOOL_TARGET(call, ref, op, what, ret, err)                                                                  \
+        cm_tool_target(call, ref, offsetof(cm_backend_ops, op), what, ret, err)
+
 /* The four labels every container gets (strings borrowed from the session). */
 void cm_tool_labels(mcp_call *call, cm_kv ret[4]);
 

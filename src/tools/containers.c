@@ -204,7 +204,7 @@ out:
 }
 
 static int exec_in_container(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
-        cm_backend *b = cm_tool_backend(call, err);
+        cm_backend *b;
         cm_cancel cancel = {mcp_call_cancel_fd(call)};
         cm_container_info info = {0};
         cm_exec_spec spec = {0};
@@ -215,11 +215,8 @@ static int exec_in_container(mcp_call *call, json_t *args, json_t **ret, char **
         const json_t *timeout = json_object_get(args, "timeout");
         int r = -1;
 
-        if (!b || cm_tool_writable(call, "exec_in_container", err) < 0)
-                return -1;
-        if (!b->ops->exec)
-                return cm_tool_unsupported(b, "exec in containers yet", err);
-        if (cm_tool_find(call, b, cm_json_str(args, "container"), &info, err) < 0)
+        if (cm_tool_writable(call, "exec_in_container", err) < 0 ||
+            !(b = CM_TOOL_TARGET(call, cm_json_str(args, "container"), exec, "exec in containers yet", &info, err)))
                 return -1;
         cm_tool_argv(json_object_get(args, "command"), &argv, &spec.argc);
         spec.argv = argv;

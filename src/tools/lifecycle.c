@@ -40,25 +40,6 @@ static int list_containers(mcp_call *call, json_t *args, json_t **ret, char **re
         return 0;
 }
 
-/* The common start of the tools that act on one container. */
-static cm_backend *one(mcp_call *call, json_t *args, cm_container_info *info, cm_err *err) {
-        cm_backend *b = cm_tool_backend(call, err);
-        if (!b)
-                return NULL;
-        if (cm_tool_find(call, b, cm_json_str(args, "container"), info, err) < 0)
-                return NULL;
-        return b;
-}
-
-#define NEED_OP(call, op, what, err)                                                                                   \
-        do {                                                                                                           \
-                cm_backend *b_ = cm_tool_backend(call, err);                                                           \
-                if (!b_)                                                                                               \
-                        return -1;                                                                                     \
-                if (!b_->ops->op)                                                                                      \
-                        return cm_tool_unsupported(b_, what, err);                                                     \
-        } while (0)
-
 static int container_logs(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         cm_container_info info = {0};
         const json_t *tail = json_object_get(args, "tail");
@@ -66,8 +47,7 @@ static int container_logs(mcp_call *call, json_t *args, json_t **ret, char **ret
         size_t len = 0;
         cm_backend *b;
         int r;
-        NEED_OP(call, logs, "read logs yet", err);
-        if (!(b = one(call, args, &info, err)))
+        if (!(b = CM_TOOL_TARGET(call, cm_json_str(args, "container"), logs, "read logs yet", &info, err)))
                 return -1;
         r = b->ops->logs(b, info.id, tail ? (size_t)json_integer_value(tail) : 0, &logs, &len, err);
         if (r == 0) {
@@ -83,8 +63,7 @@ static int container_stats(mcp_call *call, json_t *args, json_t **ret, char **re
         cm_stats st = {0};
         cm_backend *b;
         int r;
-        NEED_OP(call, stats, "report stats yet", err);
-        if (!(b = one(call, args, &info, err)))
+        if (!(b = CM_TOOL_TARGET(call, cm_json_str(args, "container"), stats, "report stats yet", &info, err)))
                 return -1;
         r = b->ops->stats(b, info.id, &st, err);
         if (r == 0)
@@ -102,8 +81,7 @@ static int inspect_container(mcp_call *call, json_t *args, json_t **ret, char **
         cleanup_free char *text = NULL;
         cm_backend *b;
         int r;
-        NEED_OP(call, inspect, "inspect containers yet", err);
-        if (!(b = one(call, args, &info, err)))
+        if (!(b = CM_TOOL_TARGET(call, cm_json_str(args, "container"), inspect, "inspect containers yet", &info, err)))
                 return -1;
         r = b->ops->inspect(b, info.id, &text, err);
         if (r == 0) {
@@ -126,8 +104,7 @@ static int stop_container(mcp_call *call, json_t *args, json_t **ret, char **ret
         int r;
         if (cm_tool_writable(call, "stop_container", err) < 0)
                 return -1;
-        NEED_OP(call, stop, "stop containers yet", err);
-        if (!(b = one(call, args, &info, err)))
+        if (!(b = CM_TOOL_TARGET(call, cm_json_str(args, "container"), stop, "stop containers yet", &info, err)))
                 return -1;
         r = b->ops->stop(b, info.id, grace ? (int)json_integer_value(grace) : 10, err);
         if (r == 0)
@@ -142,8 +119,7 @@ static int remove_container(mcp_call *call, json_t *args, json_t **ret, char **r
         int r;
         if (cm_tool_writable(call, "remove_container", err) < 0)
                 return -1;
-        NEED_OP(call, remove, "remove containers yet", err);
-        if (!(b = one(call, args, &info, err)))
+        if (!(b = CM_TOOL_TARGET(call, cm_json_str(args, "container"), remove, "remove containers yet", &info, err)))
                 return -1;
         r = b->ops->remove(b, info.id, json_is_true(json_object_get(args, "force")), err);
         if (r == 0)
