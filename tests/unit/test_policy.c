@@ -29,6 +29,21 @@ static void test_under(void **state) {
         (void)state;
 }
 
+/* allowed/{f, escape -> outside}, outside/, allowedX/: made afresh for each test. */
+static int setup(void **state) {
+        cleanup_free char *allowed = xasprintf("%s/allowed", tmp), *outside = xasprintf("%s/outside", tmp);
+        cleanup_free char *file = xasprintf("%s/allowed/f", tmp), *escape = xasprintf("%s/allowed/escape", tmp);
+        cleanup_free char *sib = xasprintf("%s/allowedX", tmp);
+        tu_rm_rf(tmp, 1);
+        assert_int_equal(mkdir(allowed, 0700), 0);
+        assert_int_equal(mkdir(outside, 0700), 0);
+        assert_int_equal(mkdir(sib, 0700), 0);
+        assert_int_equal(close(open(file, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)), 0);
+        assert_int_equal(symlink(outside, escape), 0);
+        (void)state;
+        return 0;
+}
+
 static void test_host_paths(void **state) {
         cleanup_free char *allowed = xasprintf("%s/allowed", tmp), *outside = xasprintf("%s/outside", tmp);
         cleanup_free char *file = xasprintf("%s/allowed/f", tmp), *escape = xasprintf("%s/allowed/escape", tmp);
@@ -36,11 +51,6 @@ static void test_host_paths(void **state) {
         char *list[] = {allowed, NULL}, *real = NULL;
         cm_config cfg = {.allowed_mounts = list};
         cm_err err = CM_ERR_INIT;
-        assert_int_equal(mkdir(allowed, 0700), 0);
-        assert_int_equal(mkdir(outside, 0700), 0);
-        assert_int_equal(mkdir(sib, 0700), 0);
-        assert_int_equal(close(open(file, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)), 0);
-        assert_int_equal(symlink(outside, escape), 0);
 
         assert_int_equal(cm_policy_host_path(&cfg, file, &real, &err), 0);
         assert_string_equal(real, file);
@@ -105,8 +115,8 @@ static void test_names_and_images(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_under),
-                cmocka_unit_test(test_host_paths),
-                cmocka_unit_test(test_split),
+                cmocka_unit_test_setup(test_host_paths, setup),
+                cmocka_unit_test_setup(test_split, setup),
                 cmocka_unit_test(test_names_and_images),
         };
         TU_RUN_IN_TMP(tmp, tests);
