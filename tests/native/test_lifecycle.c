@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 
 static char *run_detached(const char *name, char **argv, const cm_kv *labels, size_t n_labels) {
         cm_run_spec spec = {.image = "host",
@@ -215,6 +216,74 @@ static void test_exec_timeout_and_background(void **state) {
         (void)state;
 }
 
+/* The sleep processes alive in the sandbox, a line each.  A zombie is dead,
+ * only not reaped yet by the init. */
+static void live_sleeps(const char *id, cm_exec_result *r) {
+        exec_ok(id,
+                "for p in /proc/[0-9]*; do read -r c < $p/comm && [ $c = sleep ] && "
+                "[ $(cut -d' ' -f3 $p/stat) != Z ] && cut -d' ' -f1-8 $p/stat; done; true",
+                NULL, r);
+}
+
+/* What a killed exec leaves must be nothing: processes that left its
+ * session (setsid), its parent chain (a double fork) or both, and the
+ * command itself after an exec of its own.  "started" in the output shows
+ * the forks happened before the kill.  `pad` > 0 makes the request too big
+ * for the init, so the setns path (a waiter) runs it instead. */
+static void kill_escapees(const char *id, size_t pad, const cm_cancel *cancel) {
+        cleanup_free char *big = xcalloc(pad + 1, 1);
+        char *argv[] = {S("/bin/sh"), S("-c"),
+                        S("setsid sleep 301 & (sh -c 'setsid sleep 302 &'); setsid sh -c 'sleep 303 & exec sleep 304' & "
+                          "echo started; exec sleep 300"),
+                        big, NULL};
+        cm_exec_spec es = {.argv = argv, .argc = 4, .timeout_ms = cancel ? 60000 : 500};
+        cm_exec_result r;
+        cm_err err = CM_ERR_INIT;
+
+        memset(big, 'x', pad);
+        if (cancel) {
+                assert_true(nt_b->ops->exec(nt_b, id, &es, cancel, &r, &err) < 0);
+                assert_int_equal(err.code, ECANCELED);
+        } else {
+                if (nt_b->ops->exec(nt_b, id, &es, NULL, &r, &err) < 0)
+                        fail_msg("exec: %s", err.msg);
+                assert_true(r.timed_out);
+                assert_int_equal(r.exit_code, 137);
+                assert_string_equal(r.out, "started\n");
+                cm_exec_result_clear(&r);
+        }
+        live_sleeps(id, &r);
+        if (r.out[0])
+                fail_msg("left running after a kill (pad %zu, %s): %s", pad, cancel ? "cancel" : "timeout", r.out);
+        cm_exec_result_clear(&r);
+}
+
+static void test_exec_kill_escapees(void **state) {
+        cleanup_free char *id = run_detached(NULL, NULL, NULL, 0);
+        int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+        cm_cancel cancel = {tfd};
+        cm_exec_result r;
+        cm_err err = CM_ERR_INIT;
+
+        kill_escapees(id, 0, NULL);          /* the init kills the tree */
+        kill_escapees(id, 100 * 1024, NULL); /* the waiter (or its sub-cgroup) does */
+        assert_true(tfd >= 0);
+        assert_int_equal(timerfd_settime(tfd, 0, &(struct itimerspec){.it_value = {0, 500 * 1000000L}}, NULL), 0);
+        kill_escapees(id, 0, &cancel);
+        (void)close(tfd);
+
+        /* an exec that ends on its own leaves its background running, as
+         * docker exec does */
+        exec_ok(id, "setsid sleep 1000 >/dev/null 2>&1 & until grep -qx sleep /proc/$!/comm; do :; done", NULL, &r);
+        assert_int_equal(r.exit_code, 0);
+        cm_exec_result_clear(&r);
+        live_sleeps(id, &r);
+        assert_int_equal(strchr(r.out, '\n') - r.out + 1, (long)strlen(r.out)); /* one line */
+        cm_exec_result_clear(&r);
+        assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
+        (void)state;
+}
+
 /* A main process that exits on its own: the container is "exited" with its
  * code.  It waits on a FIFO the test opens through a bind mount. */
 static void test_main_exits(void **state) {
@@ -359,6 +428,7 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_run_exec_stop_remove),
                 cmocka_unit_test(test_exec_timeout_and_background),
+                cmocka_unit_test(test_exec_kill_escapees),
                 cmocka_unit_test(test_main_exits),
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_mounts),

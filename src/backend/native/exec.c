@@ -5,7 +5,7 @@
  * cgroup of the sandbox, with its privileges and filter, the command costs
  * no fork of the server and no cgroup join (which on cgroup v1 waits for
  * an RCU grace period).  On timeout or cancel the init kills the command's
- * process group.
+ * whole tree (tree.c).
  *
  * The fallback, for an init that cannot take the request: the server
  * clones a waiter, which joins the cgroup (a per-exec sub-cgroup, so the
@@ -78,6 +78,7 @@ static __attribute__((noreturn)) void exec_command(const exec_child *x) {
          * cgroup. */
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         (void)setsid();
+        (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); /* see tree.c */
         if (sb_install_stdio(x->in_fd, x->out_fd, x->err_fd) < 0)
                 (void)sb_fail(&e, SB_STEP_EXEC, errno, "set up stdin/stdout/stderr");
         else {
@@ -88,22 +89,22 @@ static __attribute__((noreturn)) void exec_command(const exec_child *x) {
         _exit(127);
 }
 
-/* The command's process group, for the waiter's SIGTERM handler. */
-static volatile sig_atomic_t command_pgid;
+/* The command, and the host's /proc that shows it by that pid (the
+ * sandbox's shows the waiter nothing), for the waiter's SIGTERM handler. */
+static volatile sig_atomic_t command_pid, host_proc = -1;
 
 /* Without cgroups, the server stops an exec by sending its waiter SIGTERM:
- * the command's whole process group goes (its pgid: the command called
- * setsid), then the waiter. */
+ * the command's whole tree goes (tree.c), then the waiter. */
 static void on_term(int sig) {
         (void)sig;
-        if (command_pgid > 0)
-                (void)kill(-(pid_t)command_pgid, SIGKILL);
+        if (command_pid > 0)
+                tree_kill(host_proc, (pid_t)command_pid);
         _exit(128 + SIGKILL); /* as with a cgroup: the command was killed */
 }
 
 static __attribute__((noreturn)) void exec_waiter(const exec_child *x) {
         sb_err e = {0};
-        int keep[5 + INIT_N_NS + CG__N] = {x->init_pidfd, x->in_fd, x->out_fd, x->err_fd, x->sync_fd};
+        int keep[6 + INIT_N_NS + CG__N] = {x->init_pidfd, x->in_fd, x->out_fd, x->err_fd, x->sync_fd};
         size_t nk = 5;
         pid_t pid;
         int st;
@@ -111,6 +112,8 @@ static __attribute__((noreturn)) void exec_waiter(const exec_child *x) {
         (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         sb_reset_signals();
         (void)sigprocmask(SIG_SETMASK, &(sigset_t){0}, NULL);
+        host_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC); /* before setns */
+        keep[nk++] = host_proc;
         for (size_t i = 0; i < x->n_cg_fds; i++)
                 keep[nk++] = x->cg_fds[i];
         for (int i = 0; i < INIT_N_NS; i++)
@@ -130,7 +133,7 @@ static __attribute__((noreturn)) void exec_waiter(const exec_child *x) {
         }
         if (pid == 0)
                 exec_command(x);
-        command_pgid = pid;
+        command_pid = pid;
         (void)sigaction(SIGTERM, &(struct sigaction){.sa_handler = on_term}, NULL);
         (void)close(x->sync_fd); /* #1: the command's copy closes at its exec */
         (void)close(x->in_fd);
@@ -164,8 +167,7 @@ typedef struct exec_run {
 
 /* With a sub-cgroup, everything the exec started dies at once (v2
  * cgroup.kill, v1 freezer); without, the waiter kills the command's
- * process group (what left it by setsid survives: cgroups are the only
- * complete answer). */
+ * tree. */
 static void kill_exec(void *ctx) {
         exec_run *x = ctx;
         if (!cg_paths_empty(&x->sub)) {
@@ -335,7 +337,7 @@ out:
 
 /* ---- through the init ---------------------------------------------------- */
 
-static void kill_via_init(void *ctx) { (void)send(*(int *)ctx, "k", 1, MSG_NOSIGNAL); /* the init kills the group */ }
+static void kill_via_init(void *ctx) { (void)send(*(int *)ctx, "k", 1, MSG_NOSIGNAL); /* the init kills the tree */ }
 
 /* The init spawns the command: nothing to fork here, nothing to join.
  * Returns 1 when the init cannot take the request (use setns). */

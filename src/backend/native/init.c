@@ -148,11 +148,12 @@ static const char *const ns_names[INIT_N_NS] = {"user", "mnt", "uts", "ipc", "ne
 typedef struct init_exec {
         pid_t pid;
         int conn;    /* -1: the client hung up (the command was killed) */
-        bool killed; /* its process group got SIGKILL */
+        bool killed; /* its tree got SIGKILL */
 } init_exec;
 
 typedef struct init_state {
         const sb_config *c;
+        int proc; /* /proc, for killing an exec's tree */
         int ns[INIT_N_NS];
         init_exec execs[INIT_MAX_EXECS];
         size_t n_execs;
@@ -209,8 +210,9 @@ static bool parse_spawn(const init_spawn_req *h, size_t n, const char **ret_work
         return p == end;
 }
 
-/* vfork the command: in its own session (so the group can be killed), its
- * stdio from the client, the last steps as for the main process. */
+/* vfork the command: in its own session, a child subreaper (so its whole
+ * tree can be killed, see tree.c), its stdio from the client, the last
+ * steps as for the main process. */
 static pid_t spawn_exec(init_state *st, const init_spawn_req *h, const char *workdir, char **argv, char **envp,
                         const int *fds, int n_fds) {
         const sb_config *c = st->c;
@@ -235,6 +237,7 @@ static pid_t spawn_exec(init_state *st, const init_spawn_req *h, const char *wor
                 return pid;
         (void)sigprocmask(SIG_SETMASK, &(sigset_t){0}, NULL);
         (void)setsid();
+        (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         if (sb_install_stdio(has_stdin && n_fds > 3 ? fds[3] : -1, fds[1], fds[2]) < 0)
                 (void)sb_fail(&e, SB_STEP_EXEC, errno, "set up stdin/stdout/stderr");
         else {
@@ -320,13 +323,14 @@ static void serve_ctl(init_state *st) {
 }
 
 /* A client's byte 'k', or its hanging up while the command runs: kill the
- * command's process group. */
-static void serve_exec_conn(init_exec *x) {
+ * command's whole tree. */
+static void serve_exec_conn(init_state *st, init_exec *x) {
         char b;
         ssize_t n = read(x->conn, &b, 1);
         if (n < 0 && errno == EAGAIN)
                 return;
-        (void)kill(-x->pid, SIGKILL);
+        if (!x->killed)
+                tree_kill(st->proc, x->pid);
         x->killed = true;
         if (n <= 0) {
                 (void)close(x->conn);
@@ -339,11 +343,11 @@ static bool reap_exec(init_state *st, pid_t pid, int code) {
         for (size_t i = 0; i < st->n_execs; i++)
                 if (st->execs[i].pid == pid) {
                         int32_t v = code;
-                        /* A killed exec answers only once its whole group is
-                         * gone (the orphans of its leader are ours to reap),
-                         * so "killed with its children" holds when the
-                         * client hears of it.  They all got SIGKILL: this
-                         * wait is short. */
+                        /* A killed exec answers only once its group is
+                         * reaped (the zombies of its leader are ours), so
+                         * "killed with its children" holds when the client
+                         * hears of it.  The rest of its tree is dead
+                         * already (tree_kill): this wait is short. */
                         while (st->execs[i].killed && waitpid(-pid, NULL, 0) > 0)
                                 ;
                         if (st->execs[i].conn >= 0) {
@@ -364,6 +368,7 @@ void init_run(const sb_config *c, pid_t main_pid, int log_r) {
         int sfd, pending = c->ctl_conn; /* a warm sandbox's one request */
 
         st.c = c;
+        st.proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
         /* 0, 1 and 2 taken (by /dev/null): fds received later for exec
          * must not land there, where the command's stdio goes. */
         for (int i = 0; i < 3; i++)
@@ -428,7 +433,7 @@ void init_run(const sb_config *c, pid_t main_pid, int log_r) {
                 }
                 for (size_t i = 0; i < st.n_execs && i_exec + (int)i < (int)n; i++)
                         if (st.execs[i].conn >= 0 && pf[i_exec + (int)i].revents)
-                                serve_exec_conn(&st.execs[i]);
+                                serve_exec_conn(&st, &st.execs[i]);
                 if (i_ctl >= 0 && pf[i_ctl].revents)
                         serve_ctl(&st);
                 if (i_pend >= 0 && pf[i_pend].revents) {

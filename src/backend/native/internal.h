@@ -328,7 +328,8 @@ typedef struct sb_config {
  *        join), reports a failed exec on sync like any set-up step, and
  *        sends the exit code as an int32 when the command ends.  A byte 'k'
  *        from the client, or the client hanging up first, kills the
- *        command's process group. */
+ *        command's whole process tree (tree.c), what left its session
+ *        included. */
 #define INIT_N_NS 7
 #define INIT_SPAWN_MAX (96 * 1024) /* bytes of strings */
 #define INIT_SPAWN_ARGS 4096       /* argv plus env entries */
@@ -396,6 +397,11 @@ void init_scrub(void);
 void init_signal_set(sigset_t *set);
 int sb_install_stdio(int in, int out, int err);
 void sb_reset_signals(void);
+
+/* tree.c: SIGKILL the whole tree of `cmd`, a child of ours made a child
+ * subreaper before its exec; `proc`: a /proc dirfd that shows it by that
+ * pid.  Child-safe, async-signal-safe. */
+void tree_kill(int proc, pid_t cmd);
 
 /* ns_user.c, ns_net.c (child) */
 int userns_map(uid_t outer_uid, gid_t outer_gid, sb_err *e);
