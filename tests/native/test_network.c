@@ -10,8 +10,8 @@
  * --no-map-gw, slirp4netns --disable-host-loopback): a listener on
  * 127.0.0.1 is not reached, not even through the gateway address.  Skipped
  * (77) when neither helper is installed, or, unprivileged, when
- * /dev/net/tun is not ours to open; the reach tests skip when the test host
- * cannot be made (not root, no iproute2). */
+ * /dev/net/tun is not ours to open (stock Debian makes it 0666); the reach
+ * tests skip when the test host cannot be made (not root, no iproute2). */
 #include "nt.h"
 
 #include <arpa/inet.h>
@@ -24,11 +24,16 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 
 static char host_addr[INET_ADDRSTRLEN]; /* the test host's address; "" when none could be made */
+static int dns_fd = -1;                 /* the test host's DNS server (UDP 53) */
+static bool dns_ready;                  /* it is this process's resolver (a private /etc/resolv.conf) */
+static int stub_fd = -1;                /* a DNS server on 127.0.0.53:53, like systemd-resolved's stub */
+#define DNS_ANSWER "192.0.2.44"         /* what it answers for every A query */
 static char netns_name[32];
 static int host_lfd = -1; /* the test host's listener */
 static int test_host_port;
@@ -122,6 +127,60 @@ static void test_no_network_by_default(void **state) {
         try_connect(false, host_addr, test_host_port, &r);
         assert_non_null(strstr(r.out, "FAILED"));
         assert_false(drain(host_lfd));
+        cm_exec_result_clear(&r);
+}
+
+/* DNS: the sandbox resolves through the helper's forwarder (10.0.2.3),
+ * which asks the host's resolver; here that is the test host's server,
+ * named in this process's private /etc/resolv.conf.  The sandbox cannot
+ * reach the test host on port 53 itself: pasta/slirp4netns only forward. */
+static void test_dns(void **state) {
+        cm_run_spec spec = {.timeout_ms = 30000, .network = true};
+        cm_exec_result r;
+        (void)state;
+        if (!dns_ready)
+                skip();
+        nt_py("import socket\n"
+              "print(open('/etc/resolv.conf').read().split()[:2])\n"
+              "print(socket.gethostbyname('anything.example'))\n",
+              &spec, &r);
+        if (!strstr(r.out, "['nameserver', '10.0.2.3']") || !strstr(r.out, DNS_ANSWER))
+                fail_msg("no DNS through the helper: %s %s", r.out, r.err);
+        cm_exec_result_clear(&r);
+        /* without network, no answer */
+        spec.network = false;
+        nt_py("import socket\n"
+              "try: print(socket.gethostbyname('anything.example'))\n"
+              "except OSError as e: print('FAILED', e)\n",
+              &spec, &r);
+        assert_non_null(strstr(r.out, "FAILED"));
+        cm_exec_result_clear(&r);
+}
+
+static void *serve_dns(void *arg);
+
+/* Our private /etc/resolv.conf (a bind mount of an unlinked file). */
+static void set_resolver(const char *addr) {
+        FILE *f = fopen("/etc/resolv.conf", "we");
+        assert_non_null(f);
+        fprintf(f, "nameserver %s\noptions timeout:2\n", addr);
+        assert_int_equal(fclose(f), 0);
+}
+
+/* A host whose resolver is a stub on its loopback (systemd-resolved's
+ * 127.0.0.53): the sandbox still resolves, through the forwarder, though
+ * the host's loopback is otherwise out of its reach. */
+static void test_dns_loopback_stub(void **state) {
+        cm_run_spec spec = {.timeout_ms = 30000, .network = true};
+        cm_exec_result r;
+        (void)state;
+        if (!dns_ready || stub_fd < 0)
+                skip();
+        set_resolver("127.0.0.53");
+        nt_py("import socket\nprint(socket.gethostbyname('stub.example'))\n", &spec, &r);
+        set_resolver(host_addr);
+        if (!strstr(r.out, DNS_ANSWER))
+                fail_msg("no DNS through a loopback stub resolver: %s %s", r.out, r.err);
         cm_exec_result_clear(&r);
 }
 
@@ -296,19 +355,92 @@ static bool ip(const char *const *args) {
         return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-/* A listener made inside the test host's namespace: setns() moves only this
- * thread, and the socket stays in the namespace it was made in. */
+/* Listeners made inside the test host's namespace: setns() moves only this
+ * thread, and a socket stays in the namespace it was made in. */
 static void *listen_in_netns(void *arg) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
         char path[64];
         int fd;
         (void)arg;
         (void)snprintf(path, sizeof path, "/run/netns/%s", netns_name);
         fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0 && setns(fd, CLONE_NEWNET) == 0)
+        if (fd >= 0 && setns(fd, CLONE_NEWNET) == 0) {
                 host_lfd = listen_on(host_addr, &test_host_port);
+                dns_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                if (inet_pton(AF_INET, host_addr, &a.sin_addr) != 1 || bind(dns_fd, (struct sockaddr *)&a, sizeof a) < 0)
+                        dns_fd = -1;
+        }
         if (fd >= 0)
                 (void)close(fd);
         return NULL;
+}
+
+/* A DNS server of one answer: every A query gets DNS_ANSWER, anything else
+ * an empty reply. */
+static void *serve_dns(void *arg) {
+        unsigned char q[512], out[600];
+        int fd = (int)(intptr_t)arg;
+        for (;;) {
+                struct sockaddr_in from;
+                socklen_t fl = sizeof from;
+                ssize_t n = recvfrom(fd, q, sizeof q, 0, (struct sockaddr *)&from, &fl);
+                size_t end = 12;
+                if (n < 12)
+                        continue;
+                while (end < (size_t)n && q[end])
+                        end += q[end] + 1u;
+                end += 5; /* the root label, type, class */
+                if (end > (size_t)n || q[5] != 1)
+                        continue;
+                bool a = q[end - 4] == 0 && q[end - 3] == 1;
+                memcpy(out, q, end);
+                out[2] = 0x81, out[3] = 0x80;                        /* response, recursion available */
+                out[6] = 0, out[7] = a, out[8] = out[9] = out[10] = out[11] = 0; /* answers; none else */
+                size_t len = end;
+                if (a) {
+                        const unsigned char rr[] = {0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 44};
+                        memcpy(out + len, rr, sizeof rr);
+                        len += sizeof rr;
+                }
+                (void)sendto(fd, out, len, 0, (struct sockaddr *)&from, fl);
+        }
+        return NULL;
+}
+
+/* This process (and so the helpers it starts) resolves through the test
+ * host: /etc/resolv.conf replaced in a mount namespace of its own.  Once no
+ * other thread runs: unshare(CLONE_NEWNS) needs an unshared fs struct. */
+static void use_test_dns(void) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
+        char path[] = "/tmp/cmtest-resolv-XXXXXX", text[64];
+        pthread_t t;
+        int fd;
+        if (dns_fd < 0 || unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return;
+        fd = mkstemp(path);
+        (void)snprintf(text, sizeof text, "nameserver %s\noptions timeout:2\n", host_addr);
+        /* 0666: nobody (--unprivileged) reads and rewrites it; only our
+         * mount namespace reaches it, through /etc/resolv.conf */
+        if (fd < 0 || fchmod(fd, 0666) < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text) ||
+            mount(path, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0) {
+                printf("note: cannot replace /etc/resolv.conf privately; the DNS test skips\n");
+        } else if (pthread_create(&t, NULL, serve_dns, (void *)(intptr_t)dns_fd) == 0) {
+                (void)pthread_detach(t);
+                dns_ready = true;
+        }
+        /* port 53: bound now, while root */
+        stub_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (inet_pton(AF_INET, "127.0.0.53", &a.sin_addr) != 1 || bind(stub_fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+            pthread_create(&t, NULL, serve_dns, (void *)(intptr_t)stub_fd) != 0) {
+                printf("note: cannot serve DNS on 127.0.0.53:53 (%s; a real stub resolver there?): the stub test "
+                       "skips\n",
+                       strerror(errno));
+                stub_fd = -1;
+        } else
+                (void)pthread_detach(t);
+        if (fd >= 0)
+                (void)close(fd);
+        (void)unlink(path); /* the bind mount keeps it */
 }
 
 static void remove_test_host(void) {
@@ -316,6 +448,24 @@ static void remove_test_host(void) {
                 const char *del[] = {"ip", "netns", "del", netns_name, NULL};
                 (void)ip(del); /* takes the veth pair along */
         }
+}
+
+/* A child that stays root and removes the test host when we exit (its
+ * pipe reads EOF, however we end). */
+static void remove_test_host_later(void) {
+        int p[2];
+        char b;
+        pid_t pid;
+        if (pipe2(p, O_CLOEXEC) < 0 || (pid = fork()) < 0)
+                return;
+        if (pid == 0) {
+                (void)close(p[1]);
+                while (read(p[0], &b, 1) != 0 && errno == EINTR)
+                        ;
+                remove_test_host();
+                _exit(0);
+        }
+        (void)close(p[0]); /* p[1] stays open until we exit */
 }
 
 /* Made before dropping privileges (--unprivileged): a namespace "cmtest-PID"
@@ -360,13 +510,17 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_reaches_host_address),    cmocka_unit_test(test_host_loopback_unreachable),
                 cmocka_unit_test(test_no_network_by_default),   cmocka_unit_test(test_no_helper_after_run_wait),
                 cmocka_unit_test(test_published_port),          cmocka_unit_test(test_helper_dies_with_sandbox),
+                cmocka_unit_test(test_dns),                     cmocka_unit_test(test_dns_loopback_stub),
         };
         cm_backend_status st;
         int r;
 
-        /* As root only: a process that drops to nobody could not remove it. */
-        if (!(argc > 1 && strcmp(argv[1], "--unprivileged") == 0))
-                make_test_host();
+        /* As root, before --unprivileged drops to nobody, who could not
+         * remove it: a root process of ours does, once we are gone. */
+        make_test_host();
+        use_test_dns();
+        if (netns_name[0] && argc > 1 && strcmp(argv[1], "--unprivileged") == 0)
+                remove_test_host_later();
         nt_setup(argc, argv);
         nt_b->ops->status(nt_b, &st);
         if (strstr(st.details, "\"network_stack\":\"none\"")) {

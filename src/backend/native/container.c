@@ -305,7 +305,7 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
 static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_name, launch *l, cm_err *err) {
         bool wait = l->st.ephemeral;
         bool copy = l->st.image[0] == '/' && (l->copy_image || !n->overlay);
-        cleanup_free char *copy_dir = NULL;
+        cleanup_free char *copy_dir = NULL, *resolv = net_resolv_conf(spec->network);
         rootfs_opts ro;
 
         /* A run to completion joins only the hierarchies holding its limits;
@@ -320,9 +320,9 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
          * dir (removed with it), or a scratch dir for a run to completion. */
         if (copy)
                 copy_dir = l->st.dir ? xasprintf("%s/rootfs", l->st.dir) : rootfs_scratch_path(n, l->st.id);
-        ro = (rootfs_opts){l->st.image,  copy_dir,          n->stage_dir,          n->etc_dir,
-                           l->st.name,   l->st.tmpfs_bytes, spec->readonly_rootfs, n->rootless,
-                           spec->mounts, spec->n_mounts};
+        ro = (rootfs_opts){l->st.image,          copy_dir,      n->stage_dir, n->etc_dir,
+                           l->st.name,           resolv,        l->st.tmpfs_bytes,     spec->readonly_rootfs,
+                           n->rootless,          spec->mounts,  spec->n_mounts};
         if (mnt_plan_build(&ro, &l->plan, err) < 0)
                 return -1;
         l->copy_image = copy;

@@ -10,8 +10,9 @@
  *
  * Left out on purpose: shadow, gshadow, ssh host keys, sudoers, machine-id,
  * subuid/subgid, /etc/ssl/private, and any service's own configuration
- * (which may hold credentials).  /etc/hosts and /etc/hostname are symlinks
- * to /run/cm/, which each sandbox fills with its own name. */
+ * (which may hold credentials).  /etc/hosts, /etc/hostname and
+ * /etc/resolv.conf are symlinks to /run/cm/, which each sandbox fills with
+ * its own name and DNS (netstack.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +32,6 @@ static const char *const etc_allow[] = {
         "passwd",
         "group",
         "nsswitch.conf",
-        "resolv.conf",
         "host.conf",
         "gai.conf",
         "networks",
@@ -239,7 +239,7 @@ static int sync_entry(int sdir, int ddir, const char *name, int depth) {
 /* Is etc/<path> part of the copy (an allowed entry, or a dir leading to
  * one)? */
 static bool allowed(const char *path) {
-        static const char *const ours[] = {"hosts", "hostname", "mtab"};
+        static const char *const ours[] = {"hosts", "hostname", "resolv.conf", "mtab"};
         size_t n = strlen(path);
         for (size_t i = 0; i < ARRAY_SIZE(ours); i++)
                 if (strcmp(path, ours[i]) == 0)
@@ -318,6 +318,7 @@ static int rebuild(native *n, cm_err *err) {
         prune(dst, NULL);
         /* Per-sandbox names, filled by each sandbox in its own /run. */
         if (write_link(dst, "../run/cm/hosts", "hosts") < 0 || write_link(dst, "../run/cm/hostname", "hostname") < 0 ||
+            write_link(dst, "../run/cm/resolv.conf", "resolv.conf") < 0 ||
             write_link(dst, "../proc/self/mounts", "mtab") < 0)
                 r = -1;
         if (r < 0)

@@ -115,6 +115,7 @@ typedef struct rootfs_opts {
         const char *stage;   /* where the scratch tmpfs is (absolute) */
         const char *etc_dir; /* the host image's /etc copy */
         const char *hostname;
+        const char *resolv; /* /etc/resolv.conf's text (net_resolv_conf) */
         int64_t tmpfs_bytes;
         bool readonly_rootfs;
         bool userns;
@@ -458,6 +459,8 @@ typedef struct net_info {
 } net_info;
 
 const char *net_stack_name(enum net_stack s);
+/* parent: the text of a sandbox's /etc/resolv.conf (malloc'd). */
+char *net_resolv_conf(bool network);
 /* parent: validate network and ports, and pick the host ports asked as 0. */
 int net_plan(const native *n, const cm_run_spec *spec, net_info *ret, cm_err *err);
 /* parent: sync points #2 and #3 with the child (sandbox.c): take its

@@ -94,7 +94,7 @@ static int plan_host_image(const rootfs_opts *o, mnt_plan *p) {
         mnt_add(p, MNT_MKDIR, NULL, "etc", NULL, 0, 0755);
         mnt_add(p, MNT_BIND, o->etc_dir, "etc", NULL, 0, 0);
         mnt_add(p, MNT_RDONLY, NULL, "etc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
-        /* /etc/hosts and /etc/hostname point here */
+        /* /etc/hosts, /etc/hostname and /etc/resolv.conf point here */
         mnt_add(p, MNT_MKDIR, NULL, "run", NULL, 0, 0755);
         mnt_add(p, MNT_MKDIR, NULL, "run/cm", NULL, 0, 0755);
         (void)snprintf(text, sizeof text, "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
@@ -102,6 +102,7 @@ static int plan_host_image(const rootfs_opts *o, mnt_plan *p) {
         mnt_add(p, MNT_WRITE, NULL, "run/cm/hosts", text, 0, 0644);
         (void)snprintf(text, sizeof text, "%s\n", o->hostname);
         mnt_add(p, MNT_WRITE, NULL, "run/cm/hostname", text, 0, 0644);
+        mnt_add(p, MNT_WRITE, NULL, "run/cm/resolv.conf", o->resolv, 0, 0644);
         return 0;
 }
 
@@ -153,6 +154,8 @@ static int plan_dir_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
         p->ops[p->n - 1].optional = true; /* unless the image made it a symlink */
         (void)snprintf(text, sizeof text, "%s\n", o->hostname);
         mnt_add(p, MNT_WRITE, NULL, "etc/hostname", text, 0, 0644);
+        p->ops[p->n - 1].optional = true;
+        mnt_add(p, MNT_WRITE, NULL, "etc/resolv.conf", o->resolv, 0, 0644);
         p->ops[p->n - 1].optional = true;
         return 0;
 }

@@ -10,6 +10,11 @@
  * addresses, as any machine on its network would reach it.  Published
  * ports listen on the host's 127.0.0.1 only.
  *
+ * DNS: the sandbox's resolv.conf names 10.0.2.3, which the helper forwards
+ * to the host's own resolver (pasta --dns-forward; slirp4netns does it
+ * built in).  The host's resolv.conf often names a stub on its loopback
+ * (systemd-resolved's 127.0.0.53), which the sandbox could never reach. 
+ *
  * Order, with the child's side in sandbox.c (after lo is up, before the
  * main process):
  *   #2  child -> parent: fds of its user (when mapped) and network
@@ -49,6 +54,7 @@
 #define NET_READY_MS 10000 /* the helper's set-up, bounded */
 #define NET_ADDR "10.0.2.100"
 #define NET_GW "10.0.2.2"
+#define NET_DNS "10.0.2.3" /* pasta --dns-forward; slirp4netns's built-in */
 
 const char *net_stack_name(enum net_stack s) {
         return s == NET_PASTA ? "pasta" : s == NET_SLIRP ? "slirp4netns" : "none";
@@ -112,6 +118,37 @@ int net_plan(const native *n, const cm_run_spec *spec, net_info *ret, cm_err *er
         return 0;
 }
 
+/* The sandbox's /etc/resolv.conf: the host's search domains and options,
+ * and with a network the helper's forwarder as the only nameserver
+ * (without one, the host's nameservers, which it cannot reach anyway). */
+char *net_resolv_conf(bool network) {
+        FILE *f = fopen("/etc/resolv.conf", "re");
+        cleanup_free char *line = NULL;
+        size_t cap = 0, len = 0, size = 4096;
+        char *text = xmalloc(size);
+
+        text[0] = 0;
+        if (network)
+                len += (size_t)snprintf(text, size, "nameserver %s\n", NET_DNS);
+        while (f && getline(&line, &cap, f) > 0) {
+                size_t n = strlen(line);
+                bool ns = strncmp(line, "nameserver", 10) == 0 && (line[10] == ' ' || line[10] == '\t');
+                if ((ns && network) ||
+                    !(ns || strncmp(line, "search", 6) == 0 || strncmp(line, "domain", 6) == 0 ||
+                      strncmp(line, "options", 7) == 0) ||
+                    len + n + 2 > size)
+                        continue;
+                memcpy(text + len, line, n);
+                len += n;
+                if (text[len - 1] != '\n')
+                        text[len++] = '\n';
+                text[len] = 0;
+        }
+        if (f)
+                (void)fclose(f);
+        return text;
+}
+
 /* ---- the helper's command line ------------------------------------------ */
 
 typedef struct argv_buf {
@@ -149,6 +186,8 @@ static void build_argv(const native *n, const net_info *info, int userns_fd, int
                 arg(a, xstrdup("--gateway"));
                 arg(a, xstrdup(NET_GW));
                 arg(a, xstrdup("--no-map-gw"));
+                arg(a, xstrdup("--dns-forward"));
+                arg(a, xstrdup(NET_DNS));
                 if (!n->rootless) /* else pasta drops to nobody, who may not enter our namespace */
                         arg(a, xstrdup("--runas=0:0"));
                 if (userns_fd >= 0)
