@@ -111,6 +111,7 @@ typedef struct cm_stats {
         uint64_t pids;
         uint64_t io_read_bytes;
         uint64_t io_write_bytes;
+        const char *source; /* static: where the figures come from ("cgroup v2", "/proc", ...) */
 } cm_stats;
 
 /* A host path that policy allowed: its allowed root (canonical) and the

@@ -67,11 +67,12 @@ static int container_stats(mcp_call *call, json_t *args, json_t **ret, char **re
                 return -1;
         r = b->ops->stats(b, info.id, &st, err);
         if (r == 0)
-                *ret = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "container", info.id, "cpuUsec",
+                *ret = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "container", info.id, "cpuUsec",
                                  (json_int_t)st.cpu_usec, "memoryBytes", (json_int_t)st.memory_bytes,
                                  "memoryPeakBytes", (json_int_t)st.memory_peak_bytes, "memoryLimitBytes",
                                  (json_int_t)st.memory_limit_bytes, "pids", (json_int_t)st.pids, "ioReadBytes",
-                                 (json_int_t)st.io_read_bytes, "ioWriteBytes", (json_int_t)st.io_write_bytes);
+                                 (json_int_t)st.io_read_bytes, "ioWriteBytes", (json_int_t)st.io_write_bytes,
+                                 "source", st.source ? st.source : "");
         cm_container_info_clear(&info);
         return r;
 }
@@ -163,11 +164,17 @@ static const mcp_tool tools[] = {
                 .name = "container_stats",
                 .title = "Container stats",
                 .description = "A snapshot of a container's CPU time, memory (current, peak, limit), process "
-                               "count and I/O.",
+                               "count and block I/O. `source` says where the figures come from: the cgroup, or "
+                               "/proc where the cgroup lacks them (memory is then the sum of resident sets, and "
+                               "peak 0: unknown).",
                 .input_schema = ONE_CONTAINER(""),
                 .output_schema = "{\"type\":\"object\",\"properties\":{\"container\":{\"type\":\"string\"},"
                                  "\"cpuUsec\":{\"type\":\"integer\"},\"memoryBytes\":{\"type\":\"integer\"},"
-                                 "\"pids\":{\"type\":\"integer\"}},\"required\":[\"container\"]}",
+                                 "\"memoryPeakBytes\":{\"type\":\"integer\"},"
+                                 "\"memoryLimitBytes\":{\"type\":\"integer\"},\"pids\":{\"type\":\"integer\"},"
+                                 "\"ioReadBytes\":{\"type\":\"integer\"},\"ioWriteBytes\":{\"type\":\"integer\"},"
+                                 "\"source\":{\"type\":\"string\"}},\"required\":[\"container\",\"cpuUsec\","
+                                 "\"memoryBytes\",\"pids\",\"source\"]}",
                 .hints = MCP_HINT_READ_ONLY,
                 .toolset = "containers",
                 .handler = container_stats,

@@ -672,6 +672,7 @@ int cg_stats(const cg_paths *p, cm_stats *ret) {
                 ret->memory_limit_bytes = read_u64(d, "memory.max");
                 ret->pids = read_u64(d, "pids.current");
                 io_v2(d, ret);
+                ret->source = "cgroup v2";
                 return 0;
         }
         if (p->mode == CG_V1) {
@@ -683,6 +684,7 @@ int cg_stats(const cg_paths *p, cm_stats *ret) {
                         ret->memory_limit_bytes = 0;
                 ret->pids = read_u64(p->dir[CG_PIDS], "pids.current");
                 io_v1(p->dir[CG_BLKIO], ret);
+                ret->source = "cgroup v1";
                 return 0;
         }
         return -ENOTSUP;

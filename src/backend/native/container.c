@@ -834,16 +834,22 @@ int native_logs(cm_backend *b, const char *id, size_t tail, char **ret, size_t *
         return 0;
 }
 
+/* From the cgroup; what it lacks (io on v1, everything without one) from
+ * /proc (procstat.c). */
 int native_stats(cm_backend *b, const char *id, cm_stats *ret, cm_err *err) {
         nstate s = {0};
         int r;
         if (state_load((native *)b, id, &s, err) < 0)
                 return -1;
         r = cg_stats(&s.cg, ret);
-        state_free(&s);
+        if (r == 0 && s.cg.mode == CG_V1 && !s.cg.dir[CG_BLKIO] && proc_stats(&s, true, ret) == 0)
+                ret->source = "cgroup v1; io from /proc";
+        else if (r < 0 && (r = proc_stats(&s, false, ret)) == 0) {
+                ret->memory_limit_bytes = (uint64_t)s.limits.memory_bytes; /* the rlimit */
+                ret->source = "/proc (no cgroup)";
+        }
         if (r < 0)
-                return cm_err_set(err, ENOTSUP,
-                                  "no cgroup for this container, so no stats (system_status says why cgroups are "
-                                  "not in use)");
-        return 0;
+                r = cm_err_set(err, ESRCH, "container %s is not running: no stats", s.name);
+        state_free(&s);
+        return r;
 }

@@ -322,6 +322,9 @@ typedef struct sb_config {
  *   'n'  namespaces: the reply carries fds of the init's namespaces
  *        (user, mnt, uts, ipc, net, pid, cgroup, in that order), for setns.
  *   'r'  root: the reply carries an O_PATH fd of the sandbox's "/".
+ *   'i'  io: the reply is two uint64, the block I/O bytes read and written
+ *        by the init and all it reaped (getrusage): rootless, nobody may
+ *        read its /proc/1/io, the init is not dumpable.
  *   's'  spawn: an init_spawn_req, then the strings (workdir, argv, env,
  *        each NUL-terminated), with fds [sync, stdout, stderr(, stdin)].
  *        The init vforks the command (so it is born in the sandbox's
@@ -350,6 +353,8 @@ typedef struct init_spawn_req {
 int init_ctl_fetch(const char *dir, int ret[INIT_N_NS], cm_err *err);
 /* parent: an O_PATH fd of the container's root, from its init. */
 int init_ctl_root(const char *dir, int *ret_fd, cm_err *err);
+/* parent: the block I/O of the init and all it reaped; 0 or -errno. */
+int init_ctl_io(const char *dir, uint64_t *ret_read, uint64_t *ret_write);
 /* parent: a listening socket at <dir>/ctl for the init. */
 int init_ctl_listen(const char *dir, cm_err *err);
 /* parent: ask the init to spawn; fds[] = sync, stdout, stderr, stdin (-1:
@@ -593,6 +598,11 @@ void native_warm_destroy(native *n, warm_box *w);
 /* ---- small shared helpers (native.c) ----------------------------------- */
 
 uint64_t proc_start_time(pid_t pid);
+
+/* procstat.c: stats summed over the sandbox's processes (its init's
+ * descendants), added to ret; io only, or everything.  -ESRCH when the
+ * init is gone. */
+int proc_stats(const nstate *s, bool io_only, cm_stats *ret);
 bool proc_alive(pid_t pid, uint64_t start);
 int64_t now_ms(void);
 int read_file(const char *path, char *buf, size_t size);
