@@ -115,6 +115,8 @@ describe('containers on the native runtime', () => {
       const stats = ok(await call(s, 'container_stats', { container: 'keeper' }));
       assert.ok(stats.pids >= 1, JSON.stringify(stats));
       assert.ok(stats.memoryLimitBytes > 0, JSON.stringify(stats));
+      assert.ok(stats.cpuUsec >= 0 && stats.ioWriteBytes >= 0, JSON.stringify(stats));
+      assert.match(stats.source, /^(cgroup v[12]|\/proc)/, JSON.stringify(stats));
       const logs = ok(await call(s, 'container_logs', { container: 'keeper' }));
       assert.match(logs.logs, /started/);
       const insp = ok(await call(s, 'inspect_container', { container: started.id }));
