@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test of container-mcp, in one run:
-#   1. build, unit and native tests (meson test)
+#   1. build, unit and native tests (meson test), and the native tests again
+#      on cgroup v2 in a qemu VM (tests/vm/cgroup2.sh)
 #   2. end-to-end tests with the official MCP SDK client over stdio, HTTP, SSE, Unix socket
 #   3. the same unit and end-to-end tests on an ASan+UBSan build (LeakSanitizer on)
 #   4. the unit tests under valgrind
@@ -77,6 +78,14 @@ run_e2e() { # binary, label
         rm -f "$out"
 }
 
+run_vm() { # script, label: a VM run, counted from its "# pass N" lines
+        local out
+        out=$(mktemp)
+        "$1" 2>&1 | tee "$out"
+        count_node "$out" "$2"
+        rm -f "$out"
+}
+
 note "build"
 if ! build build; then
         echo "0 passed, 1 failed"
@@ -85,6 +94,9 @@ fi
 
 note "unit and native tests"
 run_meson_tests build unit
+
+note "native tests on cgroup v2 (qemu VM)"
+run_vm "$top/tests/vm/cgroup2.sh" vm-cgroup2
 
 note "end-to-end (official MCP SDK client)"
 run_e2e "$top/build/container-mcp" e2e

@@ -8,8 +8,9 @@
  * Where containers go (<tag> names the state dir, so servers with different
  * state dirs never reap each other's cgroups):
  *   v2 as root       <v2 mount>/container-mcp/<tag>/<id>
- *   v2 rootless      <own cgroup>/<id>, the server moved to <own>/cm-supervisor
- *                    (a delegated cgroup, e.g. systemd-run --user -p Delegate=yes)
+ *   v2 rootless      <own cgroup>/container-mcp/<tag>/<id>, the server moved to
+ *                    <own>/cm-supervisor (a delegated cgroup, e.g. systemd-run
+ *                    --user -p Delegate=yes)
  *   v1               <ctrl mount><own path>/container-mcp/<tag>/<id>, per
  *                    controller, nested under the server's own cgroup so its
  *                    limits hold */
@@ -146,8 +147,29 @@ static bool v2_has(const char *dir, const char *ctrl) {
         return cg_read(dir, "cgroup.controllers", buf, sizeof buf) >= 0 && word_in(buf, ctrl);
 }
 
+/* <top>/container-mcp/<tag>, controllers enabled on the way down: a tree of
+ * our own, so a server reaping its state dir's leftovers (and the srv- dirs
+ * of dead servers under sibling tags) never touches anyone else's cgroups. */
+static int make_tree(cg_system *s, const char *top, const char *tag) {
+        char dir[8192], leaf[8300];
+
+        (void)snprintf(dir, sizeof dir, "%s/container-mcp", top);
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return snprintf(s->reason, sizeof s->reason, "cannot create %.200s: %s", dir, strerror(errno)), -1;
+        enable_controllers(dir);
+        (void)snprintf(leaf, sizeof leaf, "%s/%s", dir, tag);
+        if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+                return snprintf(s->reason, sizeof s->reason, "cannot create %.200s: %s", leaf, strerror(errno)), -1;
+        enable_controllers(leaf);
+        if (!v2_has(leaf, "memory") || !v2_has(leaf, "pids"))
+                return snprintf(s->reason, sizeof s->reason, "cannot enable memory/pids in %.200s", leaf), -1;
+        s->base[0] = xstrdup(leaf);
+        return 0;
+}
+
 static int detect_v2(cg_system *s, const cg_mounts *m, const char *tag) {
         char own[4096], dir[8192], leaf[8300], pid[32];
+        size_t len;
 
         if (!m->v2[0])
                 return snprintf(s->reason, sizeof s->reason, "no cgroup v2 mount"), -1;
@@ -157,26 +179,18 @@ static int detect_v2(cg_system *s, const cg_mounts *m, const char *tag) {
                                         "cgroup v2 at %.200s has no memory/pids controllers (bound to v1)", m->v2),
                                -1;
                 enable_controllers(m->v2);
-                (void)snprintf(dir, sizeof dir, "%s/container-mcp", m->v2);
-                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                        return snprintf(s->reason, sizeof s->reason, "cannot create %.200s: %s", dir, strerror(errno)),
-                               -1;
-                enable_controllers(dir);
-                (void)snprintf(leaf, sizeof leaf, "%s/%s", dir, tag);
-                if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
-                        return snprintf(s->reason, sizeof s->reason, "cannot create %.200s: %s", leaf, strerror(errno)),
-                               -1;
-                enable_controllers(leaf);
-                if (!v2_has(leaf, "memory") || !v2_has(leaf, "pids"))
-                        return snprintf(s->reason, sizeof s->reason, "cannot enable memory/pids in %.200s", leaf), -1;
-                s->base[0] = xstrdup(leaf);
-                return 0;
+                return make_tree(s, m->v2, tag);
         }
         /* Rootless: only a cgroup delegated to us, with us moved to a leaf so
          * its controllers can be enabled for siblings. */
         if (own_cgroup(NULL, m->v2_root, own, sizeof own) < 0)
                 return snprintf(s->reason, sizeof s->reason, "own cgroup v2 path unknown"), -1;
         (void)snprintf(dir, sizeof dir, "%s%s", m->v2, own);
+        /* Moved there by an earlier server of this process, or of the one
+         * that forked us: the delegated cgroup is the parent. */
+        len = strlen(dir);
+        if (len > 14 && strcmp(dir + len - 14, "/cm-supervisor") == 0)
+                dir[len - 14] = 0;
         if (!v2_has(dir, "memory") || !v2_has(dir, "pids") || access(dir, W_OK) < 0 ||
             cg_read(dir, "cgroup.subtree_control", own, sizeof own) < 0)
                 return snprintf(s->reason, sizeof s->reason,
@@ -198,8 +212,7 @@ static int detect_v2(cg_system *s, const cg_mounts *m, const char *tag) {
                                         "cannot enable memory/pids in %.200s (other processes share it)", dir),
                                -1;
         }
-        s->base[0] = xstrdup(dir);
-        return 0;
+        return make_tree(s, dir, tag);
 }
 
 static int detect_v1(cg_system *s, const cg_mounts *m, const char *tag) {

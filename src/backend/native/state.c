@@ -445,7 +445,7 @@ static void reap_cgroups(native *n, const nstate *v, size_t len) {
                         continue;
                 while ((de = readdir(d))) {
                         bool known = false;
-                        if (de->d_type != DT_DIR || de->d_name[0] == '.' || strcmp(de->d_name, "cm-supervisor") == 0)
+                        if (de->d_type != DT_DIR || de->d_name[0] == '.')
                                 continue;
                         if (strncmp(de->d_name, "srv-", 4) == 0) {
                                 reap_srv_dir(n, c, n->cg.base[c], de->d_name);
@@ -522,7 +522,7 @@ void state_reap_orphans(native *n) {
                 s->id[0] = 0; /* gone: its cgroups are no longer known */
         }
         reap_cgroups(n, v, len);
-        if (n->cg.mode == CG_V1 || (n->cg.mode == CG_V2 && !n->rootless))
+        if (n->cg.mode != CG_NONE) /* the base's parent is ours: <...>/container-mcp */
                 reap_other_tags(n);
         list_free(v, len);
 }
