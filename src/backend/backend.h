@@ -149,7 +149,10 @@ typedef struct cm_backend_ops {
          * tools fall back to list).  -ENOENT when there is none. */
         int (*find)(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);
         int (*inspect)(cm_backend *b, const char *id, char **ret_json, cm_err *err);
-        int (*logs)(cm_backend *b, const char *id, size_t tail, char **ret, size_t *ret_len, cm_err *err);
+        /* tail: the last N lines (0: all); since_ms: only what was written
+         * from then on (unix ms, 0: all), to the second */
+        int (*logs)(cm_backend *b, const char *id, size_t tail, int64_t since_ms, char **ret, size_t *ret_len,
+                    cm_err *err);
         int (*stats)(cm_backend *b, const char *id, cm_stats *ret, cm_err *err);
         int (*stop)(cm_backend *b, const char *id, int grace_sec, cm_err *err);
         int (*remove)(cm_backend *b, const char *id, bool force, cm_err *err);

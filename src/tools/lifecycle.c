@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tools/common.h"
 #include "util/cleanup.h"
+#include "util/when.h"
 
 static json_t *info_json(const cm_container_info *c) {
         json_t *labels = json_object();
@@ -40,16 +42,36 @@ static int list_containers(mcp_call *call, json_t *args, json_t **ret, char **re
         return 0;
 }
 
+/* `since`: unix seconds as a number, or what cm_parse_when reads. */
+static int since_ms(const json_t *since, int64_t *ret, cm_err *err) {
+        cm_err why = CM_ERR_INIT;
+        struct timespec now;
+        *ret = 0;
+        if (!since)
+                return 0;
+        if (json_is_integer(since)) {
+                *ret = (int64_t)json_integer_value(since) * 1000;
+                return 0;
+        }
+        (void)clock_gettime(CLOCK_REALTIME, &now);
+        if (cm_parse_when(json_string_value(since), (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, ret, &why) < 0)
+                return cm_err_set(err, EINVAL, "since: %s", why.msg);
+        return 0;
+}
+
 static int container_logs(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         cm_container_info info = {0};
         const json_t *tail = json_object_get(args, "tail");
         cleanup_free char *logs = NULL;
         size_t len = 0;
+        int64_t since = 0;
         cm_backend *b;
         int r;
+        if (since_ms(json_object_get(args, "since"), &since, err) < 0)
+                return -1;
         if (!(b = CM_TOOL_TARGET(call, cm_json_str(args, "container"), logs, "read logs yet", &info, err)))
                 return -1;
-        r = b->ops->logs(b, info.id, tail ? (size_t)json_integer_value(tail) : 0, &logs, &len, err);
+        r = b->ops->logs(b, info.id, tail ? (size_t)json_integer_value(tail) : 0, since, &logs, &len, err);
         if (r == 0) {
                 *ret = json_pack("{s:s, s:o}", "container", info.id, "logs", cm_json_bytes(logs, len));
                 *ret_text = xstrdup(json_string_value(json_object_get(*ret, "logs")));
@@ -152,8 +174,13 @@ static const mcp_tool tools[] = {
                 .name = "container_logs",
                 .title = "Container logs",
                 .description = "Output of a container's main process (stdout and stderr, capped per container).",
-                .input_schema = ONE_CONTAINER(",\"tail\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":100000,"
-                                              "\"description\":\"Only the last N lines (0: all).\"}"),
+                .input_schema = ONE_CONTAINER(
+                        ",\"tail\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":100000,"
+                        "\"description\":\"Only the last N lines (0: all).\"},"
+                        "\"since\":{\"type\":[\"string\",\"integer\"],\"minimum\":0,\"maxLength\":64,"
+                        "\"description\":\"Only output written since then, to the second: unix seconds, RFC 3339 "
+                        "(2026-11-29T13:00:00Z; no zone: UTC), or a duration back from now (10m, 1h30m). With "
+                        "tail, the last N lines of that.\"}"),
                 .output_schema = "{\"type\":\"object\",\"properties\":{\"container\":{\"type\":\"string\"},"
                                  "\"logs\":{\"type\":\"string\"}},\"required\":[\"container\",\"logs\"]}",
                 .hints = MCP_HINT_READ_ONLY,

@@ -119,6 +119,11 @@ describe('containers on the native runtime', () => {
       assert.match(stats.source, /^(cgroup v[12]|\/proc)/, JSON.stringify(stats));
       const logs = ok(await call(s, 'container_logs', { container: 'keeper' }));
       assert.match(logs.logs, /started/);
+      const recent = ok(await call(s, 'container_logs', { container: 'keeper', since: '1h', tail: 1 }));
+      assert.equal(recent.logs, 'started\n');
+      const future = ok(await call(s, 'container_logs', { container: 'keeper', since: Math.floor(Date.now() / 1000) + 3600 }));
+      assert.equal(future.logs, '');
+      refused(await call(s, 'container_logs', { container: 'keeper', since: 'yesterday' }), /since/, /RFC 3339/, /10m/);
       const insp = ok(await call(s, 'inspect_container', { container: started.id }));
       assert.equal(insp.id, started.id);
 

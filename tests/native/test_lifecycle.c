@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <sys/sysmacros.h>
 #include <sys/timerfd.h>
+#include <time.h>
 
 static char *run_detached(const char *name, char **argv, const cm_kv *labels, size_t n_labels) {
         cm_run_spec spec = {.image = "host",
@@ -139,10 +140,10 @@ static void test_run_exec_stop_remove(void **state) {
         assert_non_null(strstr(err.msg, "not running"));
 
         /* logs: both streams, then only the last line */
-        assert_int_equal(nt_b->ops->logs(nt_b, id, 0, &logs, &logs_len, &err), 0);
+        assert_int_equal(nt_b->ops->logs(nt_b, id, 0, 0, &logs, &logs_len, &err), 0);
         assert_string_equal(logs, "hello\noops\n");
         free(logs);
-        assert_int_equal(nt_b->ops->logs(nt_b, id, 1, &logs, &logs_len, &err), 0);
+        assert_int_equal(nt_b->ops->logs(nt_b, id, 1, 0, &logs, &logs_len, &err), 0);
         assert_string_equal(logs, "oops\n");
         free(logs);
 
@@ -309,10 +310,75 @@ static void test_main_exits(void **state) {
         assert_string_equal(json_string_value(json_object_get(j, "state")), "exited");
         assert_int_equal(json_integer_value(json_object_get(j, "exit_code")), 7);
         json_decref(j);
-        assert_int_equal(nt_b->ops->logs(nt_b, id, 0, &logs, &len, &err), 0);
+        assert_int_equal(nt_b->ops->logs(nt_b, id, 0, 0, &logs, &len, &err), 0);
         assert_string_equal(logs, "got go\n");
         free(logs);
         assert_int_equal(nt_b->ops->remove(nt_b, id, false, &err), 0);
+        free(id);
+        (void)state;
+}
+
+/* The logs until `want` is in them (the init writes them as output comes). */
+static char *logs_with(const char *id, int64_t since, const char *want) {
+        cm_err err = CM_ERR_INIT;
+        char *logs = NULL;
+        size_t len;
+        for (int i = 0; i < 10000; i++) {
+                assert_int_equal(nt_b->ops->logs(nt_b, id, 0, since, &logs, &len, &err), 0);
+                if (strstr(logs, want))
+                        return logs;
+                free(logs);
+                (void)usleep(1000); /* polling the condition, bounded */
+        }
+        fail_msg("\"%s\" never reached the logs of %s", want, id);
+        return NULL;
+}
+
+/* logs since: what was written from that second on.  "early" and "late"
+ * are written in different seconds: the test waits for the clock between
+ * them, since `since` counts in seconds. */
+static void test_logs_since(void **state) {
+        cleanup_free char *dir = xasprintf("%s/since-dir", nt_state_dir);
+        cleanup_free char *fifo = xasprintf("%s/go", dir);
+        char *argv[] = {S("/bin/sh"), S("-c"), S("echo early; echo early2; read x < /shared/go; echo late; exec sleep 300"),
+                        NULL};
+        cm_mount m = {dir, "/shared", false};
+        cm_run_spec spec = {.image = "host", .argv = argv, .argc = 3, .mounts = &m, .n_mounts = 1};
+        cm_err err = CM_ERR_INIT;
+        struct timespec now, next;
+        char *id = NULL, *logs;
+        size_t len;
+        int64_t late_s;
+        int fd;
+
+        assert_int_equal(mkdir(dir, 0777), 0);
+        assert_int_equal(mkfifo(fifo, 0666), 0);
+        if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
+                fail_msg("run: %s", err.msg);
+        free(logs_with(id, 0, "early2\n"));
+        assert_int_equal(clock_gettime(CLOCK_REALTIME, &now), 0);
+        next = (struct timespec){now.tv_sec + 1, 0};
+        while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &next, NULL) == EINTR)
+                ;
+        late_s = next.tv_sec;
+        fd = open(fifo, O_WRONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "go\n", 3), 3);
+        (void)close(fd);
+
+        logs = logs_with(id, 0, "late\n");
+        assert_string_equal(logs, "early\nearly2\nlate\n");
+        free(logs);
+        assert_int_equal(nt_b->ops->logs(nt_b, id, 0, late_s * 1000, &logs, &len, &err), 0);
+        assert_string_equal(logs, "late\n");
+        free(logs);
+        assert_int_equal(nt_b->ops->logs(nt_b, id, 0, (late_s + 3600) * 1000, &logs, &len, &err), 0);
+        assert_string_equal(logs, ""); /* nothing from the future */
+        free(logs);
+        assert_int_equal(nt_b->ops->logs(nt_b, id, 2, (late_s - 3600) * 1000, &logs, &len, &err), 0);
+        assert_string_equal(logs, "early2\nlate\n"); /* tail of since */
+        free(logs);
+        assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
         free(id);
         (void)state;
 }
@@ -469,6 +535,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_exec_timeout_and_background),
                 cmocka_unit_test(test_exec_kill_escapees),
                 cmocka_unit_test(test_main_exits),
+                cmocka_unit_test(test_logs_since),
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_stats),
                 cmocka_unit_test(test_mounts),

@@ -33,7 +33,7 @@ typedef struct launch {
         int sync[2]; /* #1 */
         int out[2];  /* run_wait: stdout */
         int eout[2]; /* run_wait: stderr */
-        int log_fd, exit_fd;
+        int log_fd, log_idx_fd, exit_fd;
         int cg_fds[CG__N];
         size_t n_cg_fds;
         int cg_dirfd;
@@ -62,6 +62,7 @@ static void launch_close_fds(launch *l) {
         closefd(&l->eout[0]);
         closefd(&l->eout[1]);
         closefd(&l->log_fd);
+        closefd(&l->log_idx_fd);
         closefd(&l->exit_fd);
         closefd(&l->cg_dirfd);
         closefd(&l->ctl_fd);
@@ -230,6 +231,7 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
                       .out = {-1, -1},
                       .eout = {-1, -1},
                       .log_fd = -1,
+                      .log_idx_fd = -1,
                       .exit_fd = -1,
                       .cg_dirfd = -1,
                       .netns_fd = -1,
@@ -353,9 +355,11 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
         } else {
                 cleanup_free char *log = xasprintf("%s/log", l->st.dir);
                 cleanup_free char *ex = xasprintf("%s/exit", l->st.dir);
+                cleanup_free char *idx = xasprintf("%s/log.idx", l->st.dir);
                 l->log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+                l->log_idx_fd = open(idx, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
                 l->exit_fd = open(ex, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-                if (l->log_fd < 0 || l->exit_fd < 0)
+                if (l->log_fd < 0 || l->log_idx_fd < 0 || l->exit_fd < 0)
                         return cm_err_sys(err, errno, "state: cannot create the log of %s", l->st.id);
                 l->ctl_fd = init_ctl_listen(l->st.dir, err);
                 if (l->ctl_fd < 0)
@@ -392,6 +396,7 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
                 .stdout_fd = l->out[1],
                 .stderr_fd = l->eout[1],
                 .log_fd = l->log_fd,
+                .log_idx_fd = l->log_idx_fd,
                 .log_cap = NATIVE_LOG_CAP,
                 .exit_fd = l->exit_fd,
                 /* A run-to-completion sandbox always dies with its server. */
@@ -413,6 +418,7 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
         closefd(&l->out[1]);
         closefd(&l->eout[1]);
         closefd(&l->log_fd);
+        closefd(&l->log_idx_fd);
         closefd(&l->exit_fd);
         closefd(&l->cg_dirfd);
         closefd(&l->ctl_fd);

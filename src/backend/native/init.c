@@ -26,6 +26,7 @@
 #include <sys/un.h>
 #include <stdint.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/native/internal.h"
@@ -54,15 +55,29 @@ void sb_reset_signals(void) {
 
 typedef struct init_log {
         int fd;
+        int idx_fd; /* log_idx records; -1: none */
         size_t cap;
         size_t written;
+        int64_t second; /* of the last record */
         bool cut;
 } init_log;
+
+/* A record when output arrives in a new second (see log_idx). */
+static void log_mark(init_log *l) {
+        struct timespec ts;
+        log_idx rec;
+        if (l->idx_fd < 0 || clock_gettime(CLOCK_REALTIME, &ts) < 0 || ts.tv_sec == l->second)
+                return;
+        l->second = ts.tv_sec;
+        rec = (log_idx){l->written, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000};
+        (void)write_all(l->idx_fd, &rec, sizeof rec);
+}
 
 static void log_write(init_log *l, const char *buf, size_t n) {
         char note[96];
         if (l->fd < 0 || l->cut)
                 return;
+        log_mark(l);
         if (l->written + n > l->cap) {
                 size_t room = l->cap - l->written;
                 (void)write_all(l->fd, buf, room);
@@ -374,7 +389,7 @@ static bool reap_exec(init_state *st, pid_t pid, int code) {
 }
 
 void init_run(const sb_config *c, pid_t main_pid, int log_r) {
-        init_log l = {c->log_fd, c->log_cap ? c->log_cap : NATIVE_LOG_CAP, 0, false};
+        init_log l = {c->log_fd, c->log_idx_fd, c->log_cap ? c->log_cap : NATIVE_LOG_CAP, 0, -1, false};
         static init_state st; /* static: big, and the init has one */
         struct pollfd pf[5 + INIT_MAX_EXECS];
         sigset_t set;

@@ -22,6 +22,14 @@
 #define NATIVE_OUTPUT_CAP ((size_t)1 << 20)     /* per stream, when the spec says 0 */
 #define NATIVE_TMPFS_BYTES ((int64_t)256 << 20) /* /tmp and /workspace, when 0 */
 #define NATIVE_LOG_CAP ((size_t)4 << 20)        /* per-container log file */
+
+/* The log's time index (<dir>/log.idx), for logs `since`: the init appends
+ * one record each time output arrives in a new second, so the file stays
+ * small, and bytes from `offset` on were written at or after `unix_ms`. */
+typedef struct log_idx {
+        uint64_t offset;
+        int64_t unix_ms;
+} log_idx;
 #define NATIVE_WORKDIR "/workspace"
 #define NATIVE_MAX_MOUNTS 32
 #define NATIVE_COPY_MAX_BYTES ((uint64_t)2 << 30) /* a directory image copied, without overlayfs */
@@ -303,6 +311,7 @@ typedef struct sb_config {
         int stdout_fd; /* -1 with log_fd: pumped to the log */
         int stderr_fd;
         int log_fd; /* -1: none */
+        int log_idx_fd; /* log_idx records for `since`; -1: none */
         size_t log_cap;
         int exit_fd; /* the init writes the main exit code here */
         int lifeline_fd;
@@ -531,7 +540,8 @@ int native_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const c
 int native_list(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err);
 int native_find(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);
 int native_inspect(cm_backend *b, const char *id, char **ret_json, cm_err *err);
-int native_logs(cm_backend *b, const char *id, size_t tail, char **ret, size_t *ret_len, cm_err *err);
+int native_logs(cm_backend *b, const char *id, size_t tail, int64_t since_ms, char **ret, size_t *ret_len,
+                cm_err *err);
 int native_stats(cm_backend *b, const char *id, cm_stats *ret, cm_err *err);
 int native_stop(cm_backend *b, const char *id, int grace_sec, cm_err *err);
 int native_remove(cm_backend *b, const char *id, bool force, cm_err *err);

@@ -170,9 +170,29 @@ int native_inspect(cm_backend *b, const char *id, char **ret_json, cm_err *err) 
         return 0;
 }
 
-int native_logs(cm_backend *b, const char *id, size_t tail, char **ret, size_t *ret_len, cm_err *err) {
+/* Where output written from since_ms on starts: the first index record of
+ * that second or later (log_idx), back to the start of its line. */
+static size_t since_offset(const char *dir, int64_t since_ms, const char *buf, size_t len) {
+        cleanup_free char *path = xasprintf("%s/log.idx", dir);
+        cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int64_t second = since_ms / 1000 * 1000;
+        size_t from = len; /* nothing since then */
+        log_idx rec;
+
+        while (fd >= 0 && read(fd, &rec, sizeof rec) == (ssize_t)sizeof rec)
+                if (rec.unix_ms >= second) {
+                        from = rec.offset < len ? (size_t)rec.offset : len;
+                        break;
+                }
+        while (from > 0 && from < len && buf[from - 1] != '\n')
+                from--;
+        return from;
+}
+
+int native_logs(cm_backend *b, const char *id, size_t tail, int64_t since_ms, char **ret, size_t *ret_len,
+                cm_err *err) {
         nstate s = {0};
-        cleanup_free char *path = NULL;
+        cleanup_free char *path = NULL, *dir = NULL;
         cleanup_close int fd = -1;
         struct stat st;
         char *buf;
@@ -181,6 +201,7 @@ int native_logs(cm_backend *b, const char *id, size_t tail, char **ret, size_t *
 
         if (state_load((native *)b, id, &s, err) < 0)
                 return -1;
+        dir = xstrdup(s.dir);
         path = xasprintf("%s/log", s.dir);
         state_free(&s);
         fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -193,6 +214,11 @@ int native_logs(cm_backend *b, const char *id, size_t tail, char **ret, size_t *
         while (len < (size_t)st.st_size && (k = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
                 len += (size_t)k;
         buf[len] = 0;
+        if (since_ms > 0) {
+                size_t from = since_offset(dir, since_ms, buf, len);
+                memmove(buf, buf + from, len - from + 1);
+                len -= from;
+        }
         if (tail > 0) {
                 /* from the start of the tail-th line from the end */
                 size_t lines = 0, from = len;

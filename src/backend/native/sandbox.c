@@ -252,6 +252,7 @@ static int keep_fds(const sb_config *c, sb_err *e) {
         keep[n++] = c->stdout_fd;
         keep[n++] = c->stderr_fd;
         keep[n++] = c->log_fd;
+        keep[n++] = c->log_idx_fd;
         keep[n++] = c->exit_fd;
         keep[n++] = c->lifeline_fd;
         keep[n++] = c->netns_fd;
