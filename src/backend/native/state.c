@@ -365,7 +365,7 @@ int state_name_taken(const native *n, const char *name) {
 }
 
 void state_delete(const nstate *s) {
-        static const char *const files[] = {"state.json", "state.json.tmp", "log", "exit", "ctl"};
+        static const char *const files[] = {"state.json", "state.json.tmp", "log", "log.idx", "exit", "ctl"};
         if (!s->dir)
                 return;
         for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
