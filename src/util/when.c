@@ -96,6 +96,8 @@ static bool duration(const char *p, int64_t *ret_ms) {
                         unit = 86400000, p++;
                 else
                         return false;
+                if (n > MS_MAX / unit)
+                        return false;
                 total += n * unit + frac * unit / 1000;
                 if (total > MS_MAX)
                         return false;
