@@ -19,6 +19,7 @@
 
 #include "backend/native/internal.h"
 #include "backend/native/linux.h"
+#include "util/cleanup.h"
 
 #define WALK_MAX 4096 /* processes: a pids limit is lower */
 
@@ -26,7 +27,6 @@ typedef struct walk {
         const nstate *s;
         cm_stats *st;
         bool io_only;
-        size_t seen;
         long ticks; /* clock ticks per second */
         long page;
 } walk;
@@ -88,40 +88,48 @@ static void add_process(walk *w, int pdir, bool init) {
         }
 }
 
-static void walk_from(walk *w, int proc, pid_t pid) {
+/* Breadth first, from a queue on the heap: a sandbox can nest its
+ * processes as deep as its pids limit lets it, deeper than a worker
+ * thread's stack would take a recursion. */
+static void walk_from(walk *w, int proc, pid_t init) {
+        cleanup_free pid_t *queue = xmalloc(WALK_MAX * sizeof *queue);
+        size_t head = 0, tail = 0;
         char path[300], buf[4096];
-        int pdir;
-        DIR *tasks;
 
-        if (w->seen++ >= WALK_MAX)
-                return;
-        (void)snprintf(path, sizeof path, "%d", (int)pid);
-        pdir = openat(proc, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (pdir < 0)
-                return;
-        add_process(w, pdir, pid == w->s->init_pid);
-        tasks = fdopendir(openat(pdir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        for (struct dirent *d; tasks && (d = readdir(tasks));) {
-                if (d->d_name[0] < '0' || d->d_name[0] > '9')
+        queue[tail++] = init;
+        while (head < tail) {
+                pid_t pid = queue[head++];
+                int pdir;
+                DIR *tasks;
+
+                (void)snprintf(path, sizeof path, "%d", (int)pid);
+                pdir = openat(proc, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (pdir < 0)
                         continue;
-                (void)snprintf(path, sizeof path, "task/%s/children", d->d_name);
-                if (read_at(pdir, path, buf, sizeof buf) < 0)
-                        continue;
-                for (char *p = buf, *end; *p; p = end) {
-                        long c = strtol(p, &end, 10);
-                        if (end == p)
-                                break;
-                        if (c > 0)
-                                walk_from(w, proc, (pid_t)c);
+                add_process(w, pdir, pid == init);
+                tasks = fdopendir(openat(pdir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+                for (struct dirent *d; tasks && (d = readdir(tasks));) {
+                        if (d->d_name[0] < '0' || d->d_name[0] > '9')
+                                continue;
+                        (void)snprintf(path, sizeof path, "task/%s/children", d->d_name);
+                        if (read_at(pdir, path, buf, sizeof buf) < 0)
+                                continue;
+                        for (char *p = buf, *end; *p; p = end) {
+                                long c = strtol(p, &end, 10);
+                                if (end == p)
+                                        break;
+                                if (c > 0 && tail < WALK_MAX)
+                                        queue[tail++] = (pid_t)c;
+                        }
                 }
+                if (tasks)
+                        (void)closedir(tasks);
+                (void)close(pdir);
         }
-        if (tasks)
-                (void)closedir(tasks);
-        (void)close(pdir);
 }
 
 int proc_stats(const nstate *s, bool io_only, cm_stats *ret) {
-        walk w = {s, ret, io_only, 0, sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE)};
+        walk w = {s, ret, io_only, sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE)};
         int proc;
 
         if (s->init_pid <= 0 || proc_start_time(s->init_pid) != s->init_start)
