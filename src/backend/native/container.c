@@ -54,25 +54,30 @@ static void closefd(int *fd) {
         *fd = -1;
 }
 
-static void launch_close_fds(launch *l) {
-        closefd(&l->sync[0]);
+/* The child's ends and what only the child needs: closed once it has them. */
+static void launch_close_child_fds(launch *l) {
         closefd(&l->sync[1]);
-        closefd(&l->out[0]);
         closefd(&l->out[1]);
-        closefd(&l->eout[0]);
         closefd(&l->eout[1]);
         closefd(&l->log_fd);
         closefd(&l->log_idx_fd);
         closefd(&l->exit_fd);
         closefd(&l->cg_dirfd);
         closefd(&l->ctl_fd);
-        closefd(&l->ctl_pair[0]);
         closefd(&l->ctl_pair[1]);
-        closefd(&l->net_sync[0]);
         closefd(&l->net_sync[1]);
         for (size_t i = 0; i < l->n_cg_fds; i++)
                 closefd(&l->cg_fds[i]);
         l->n_cg_fds = 0;
+}
+
+static void launch_close_fds(launch *l) {
+        launch_close_child_fds(l);
+        closefd(&l->sync[0]);
+        closefd(&l->out[0]);
+        closefd(&l->eout[0]);
+        closefd(&l->ctl_pair[0]);
+        closefd(&l->net_sync[0]);
 }
 
 static void strv_free(char **v) {
@@ -413,20 +418,7 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
                 return -1;
         if (wait && l->netns_fd < 0 && !spec->network)
                 l->netns_fd = netns_keep(n, l->pid);
-        /* The child's ends and what only the child needs. */
-        closefd(&l->sync[1]);
-        closefd(&l->out[1]);
-        closefd(&l->eout[1]);
-        closefd(&l->log_fd);
-        closefd(&l->log_idx_fd);
-        closefd(&l->exit_fd);
-        closefd(&l->cg_dirfd);
-        closefd(&l->ctl_fd);
-        closefd(&l->ctl_pair[1]);
-        closefd(&l->net_sync[1]);
-        for (size_t i = 0; i < l->n_cg_fds; i++)
-                closefd(&l->cg_fds[i]);
-        l->n_cg_fds = 0;
+        launch_close_child_fds(l);
         /* #2, #3: returns 0 without a helper when the child failed first;
          * its message is read below. */
         if (l->net_sync[0] >= 0 && net_start(n, l->net_sync[0], l->pidfd, l->st.id, &l->st.net, err) < 0)
