@@ -235,7 +235,7 @@ static void kill_escapees(const char *id, size_t pad, const cm_cancel *cancel) {
                         S("setsid sleep 301 & (sh -c 'setsid sleep 302 &'); setsid sh -c 'sleep 303 & exec sleep 304' & "
                           "echo started; exec sleep 300"),
                         big, NULL};
-        cm_exec_spec es = {.argv = argv, .argc = 4, .timeout_ms = cancel ? 60000 : 500};
+        cm_exec_spec es = {.argv = argv, .argc = 4, .timeout_ms = cancel ? 60000 : 1000};
         cm_exec_result r;
         cm_err err = CM_ERR_INIT;
 
@@ -267,7 +267,7 @@ static void test_exec_kill_escapees(void **state) {
         kill_escapees(id, 0, NULL);          /* the init kills the tree */
         kill_escapees(id, 100 * 1024, NULL); /* the waiter (or its sub-cgroup) does */
         assert_true(tfd >= 0);
-        assert_int_equal(timerfd_settime(tfd, 0, &(struct itimerspec){.it_value = {0, 500 * 1000000L}}, NULL), 0);
+        assert_int_equal(timerfd_settime(tfd, 0, &(struct itimerspec){.it_value = {1, 0}}, NULL), 0);
         kill_escapees(id, 0, &cancel);
         (void)close(tfd);
 
