@@ -237,9 +237,34 @@ int state_save(const nstate *s, cm_err *err) {
 
 static void state_refresh(nstate *s);
 
+/* The record's JSON, read whole: jansson's file loader takes a byte at a
+ * time through stdio, and exec loads a record on every call. */
+static json_t *load_record(const char *path) {
+        char stack[8192];
+        cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+        cleanup_free char *heap = NULL;
+        char *buf = stack;
+        size_t len = 0, cap = sizeof stack;
+        ssize_t k;
+
+        if (fd < 0)
+                return NULL;
+        while ((k = read(fd, buf + len, cap - len)) > 0) {
+                len += (size_t)k;
+                if (len == cap) {
+                        if (cap >= ((size_t)1 << 24))
+                                return NULL; /* no record is this big */
+                        heap = buf == stack ? memcpy(xmalloc(cap * 2), stack, len) : xrealloc(heap, cap * 2);
+                        buf = heap;
+                        cap *= 2;
+                }
+        }
+        return k < 0 ? NULL : json_loadb(buf, len, 0, NULL);
+}
+
 static int load_dir(const char *dir, nstate *ret) {
         cleanup_free char *path = xasprintf("%s/state.json", dir);
-        cleanup_json json_t *j = json_load_file(path, 0, NULL);
+        cleanup_json json_t *j = load_record(path);
         nstate s = {0};
 
         if (!j)
