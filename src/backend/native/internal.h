@@ -417,6 +417,9 @@ void sb_reset_signals(void);
  * subreaper before its exec; `proc`: a /proc dirfd that shows it by that
  * pid.  Child-safe, async-signal-safe. */
 void tree_kill(int proc, pid_t cmd);
+/* tree.c: fn(child) for each child of each thread of pid, as the /proc
+ * under the dirfd `proc` lists them.  Child-safe, async-signal-safe. */
+void proc_each_child(int proc, pid_t pid, void (*fn)(pid_t child, void *ctx), void *ctx);
 
 /* ns_user.c, ns_net.c (child) */
 int userns_map(uid_t outer_uid, gid_t outer_gid, sb_err *e);
@@ -605,17 +608,24 @@ int native_warm_run(native *n, warm_box *w, const cm_run_spec *spec, const cm_ca
                     cm_err *err);
 void native_warm_destroy(native *n, warm_box *w);
 
-/* ---- small shared helpers (native.c) ----------------------------------- */
-
-uint64_t proc_start_time(pid_t pid);
-
 /* procstat.c: stats summed over the sandbox's processes (its init's
  * descendants), added to ret; io only, or everything.  -ESRCH when the
  * init is gone. */
 int proc_stats(const nstate *s, bool io_only, cm_stats *ret);
+
+/* ---- small shared helpers (native.c) ----------------------------------- */
+
+uint64_t proc_start_time(pid_t pid);
+/* /proc/<pid>/stat read into buf, from the field after the command name
+ * (the state letter) on; NULL when gone.  proc: a /proc dirfd, or AT_FDCWD
+ * for our own /proc.  child-safe. */
+const char *proc_stat_fields(int proc, pid_t pid, char *buf, size_t size);
 bool proc_alive(pid_t pid, uint64_t start);
 int64_t now_ms(void);
+/* The file (up to size - 1 bytes, NUL-terminated); its length or -1.
+ * child-safe. */
 int read_file(const char *path, char *buf, size_t size);
+int read_file_at(int dir, const char *path, char *buf, size_t size);
 int write_file(const char *path, const char *text);
 /* child-safe (no allocation): open with flags, write all of text, close. */
 int write_file_flags(const char *path, const char *text, int flags, unsigned mode);

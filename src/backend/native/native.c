@@ -21,9 +21,11 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-int read_file(const char *path, char *buf, size_t size) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n;
+int read_file(const char *path, char *buf, size_t size) { return read_file_at(AT_FDCWD, path, buf, size); }
+
+int read_file_at(int dir, const char *path, char *buf, size_t size) {
+        int fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = 0;
         size_t len = 0;
         if (fd < 0)
                 return -1;
@@ -31,7 +33,8 @@ int read_file(const char *path, char *buf, size_t size) {
                 len += (size_t)n;
         (void)close(fd);
         buf[len] = 0;
-        return (int)len;
+        /* a /proc file may refuse at read, not open (io: EACCES) */
+        return n < 0 && len == 0 ? -1 : (int)len;
 }
 
 int write_file(const char *path, const char *text) { return write_file_flags(path, text, O_WRONLY, 0); }
@@ -54,16 +57,26 @@ int write_file_flags(const char *path, const char *text, int flags, unsigned mod
 /* Field 22 of /proc/<pid>/stat (start time in clock ticks since boot),
  * which tells a process from a later one that reused its pid; 0 when it is
  * gone or a zombie. */
-uint64_t proc_start_time(pid_t pid) {
-        char path[64], buf[1024];
+const char *proc_stat_fields(int proc, pid_t pid, char *buf, size_t size) {
+        char path[32];
         const char *p;
+
+        (void)snprintf(path, sizeof path, "%s%d/stat", proc == AT_FDCWD ? "/proc/" : "", (int)pid);
+        /* "pid (comm) S ...": comm may hold ") ", so the last ')' */
+        if (read_file_at(proc, path, buf, size) <= 0 || !(p = strrchr(buf, ')')) || p[1] != ' ')
+                return NULL;
+        return p + 2;
+}
+
+uint64_t proc_start_time(pid_t pid) {
+        char buf[1024];
+        const char *p = proc_stat_fields(AT_FDCWD, pid, buf, sizeof buf);
         unsigned long long start = 0;
         char state;
 
-        (void)snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-        if (read_file(path, buf, sizeof buf) <= 0 || !(p = strrchr(buf, ')')))
+        if (!p)
                 return 0;
-        if (sscanf(p + 2, "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &state,
+        if (sscanf(p, "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &state,
                    &start) != 2 ||
             state == 'Z' || state == 'X')
                 return 0;

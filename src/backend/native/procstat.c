@@ -24,6 +24,7 @@
 #define WALK_MAX 4096 /* processes: a pids limit is lower */
 
 typedef struct walk {
+        int proc; /* /proc */
         const nstate *s;
         cm_stats *st;
         bool io_only;
@@ -31,32 +32,21 @@ typedef struct walk {
         long page;
 } walk;
 
-static int read_at(int dir, const char *name, char *buf, size_t size) {
-        int fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
-        ssize_t n;
-        if (fd < 0)
-                return -1;
-        n = read(fd, buf, size - 1);
-        (void)close(fd);
-        if (n < 0)
-                return -1;
-        buf[n] = 0;
-        return 0;
-}
-
 static uint64_t field_after(const char *buf, const char *key) {
         const char *p = strstr(buf, key);
         return p ? strtoull(p + strlen(key), NULL, 10) : 0;
 }
 
-static void add_process(walk *w, int pdir, bool init) {
+static void add_process(walk *w, pid_t pid, int pdir, bool init) {
         char buf[2048];
         unsigned long long ut = 0, stm = 0, cut = 0, cst = 0, rss = 0;
         uint64_t rd, wr;
         long long cut_s = 0, cst_s = 0;
         DIR *tasks;
 
-        if (read_at(pdir, "io", buf, sizeof buf) == 0) {
+        const char *f;
+
+        if (read_file_at(pdir, "io", buf, sizeof buf) >= 0) {
                 w->st->io_read_bytes += field_after(buf, "\nread_bytes: ");
                 w->st->io_write_bytes += field_after(buf, "\nwrite_bytes: ");
         } else if (init && w->s->dir && init_ctl_io(w->s->dir, &rd, &wr) == 0) {
@@ -66,17 +56,16 @@ static void add_process(walk *w, int pdir, bool init) {
         }
         if (w->io_only)
                 return;
-        if (read_at(pdir, "stat", buf, sizeof buf) == 0) {
-                const char *p = strrchr(buf, ')');
+        if ((f = proc_stat_fields(w->proc, pid, buf, sizeof buf))) {
                 /* fields 14-17: utime stime cutime cstime */
-                if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &ut, &stm,
+                if (sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &ut, &stm,
                                 &cut_s, &cst_s) == 4) {
                         cut = cut_s > 0 ? (unsigned long long)cut_s : 0;
                         cst = cst_s > 0 ? (unsigned long long)cst_s : 0;
                         w->st->cpu_usec += (ut + stm + cut + cst) * 1000000ull / (unsigned long long)w->ticks;
                 }
         }
-        if (read_at(pdir, "statm", buf, sizeof buf) == 0 && sscanf(buf, "%*u %llu", &rss) == 1)
+        if (read_file_at(pdir, "statm", buf, sizeof buf) >= 0 && sscanf(buf, "%*u %llu", &rss) == 1)
                 w->st->memory_bytes += rss * (unsigned long long)w->page;
         /* pids, as pids.current counts them: tasks */
         tasks = fdopendir(openat(pdir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -88,58 +77,51 @@ static void add_process(walk *w, int pdir, bool init) {
         }
 }
 
+typedef struct queue {
+        pid_t *v;
+        size_t tail;
+} queue;
+
+static void enqueue(pid_t child, void *ctx) {
+        queue *q = ctx;
+        if (q->tail < WALK_MAX)
+                q->v[q->tail++] = child;
+}
+
 /* Breadth first, from a queue on the heap: a sandbox can nest its
  * processes as deep as its pids limit lets it, deeper than a worker
  * thread's stack would take a recursion. */
-static void walk_from(walk *w, int proc, pid_t init) {
-        cleanup_free pid_t *queue = xmalloc(WALK_MAX * sizeof *queue);
-        size_t head = 0, tail = 0;
-        char path[300], buf[4096];
+static void walk_from(walk *w, pid_t init) {
+        cleanup_free pid_t *v = xmalloc(WALK_MAX * sizeof *v);
+        queue q = {v, 0};
+        char path[32];
 
-        queue[tail++] = init;
-        while (head < tail) {
-                pid_t pid = queue[head++];
+        v[q.tail++] = init;
+        for (size_t head = 0; head < q.tail; head++) {
+                pid_t pid = v[head];
                 int pdir;
-                DIR *tasks;
 
                 (void)snprintf(path, sizeof path, "%d", (int)pid);
-                pdir = openat(proc, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                pdir = openat(w->proc, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (pdir < 0)
                         continue;
-                add_process(w, pdir, pid == init);
-                tasks = fdopendir(openat(pdir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-                for (struct dirent *d; tasks && (d = readdir(tasks));) {
-                        if (d->d_name[0] < '0' || d->d_name[0] > '9')
-                                continue;
-                        (void)snprintf(path, sizeof path, "task/%s/children", d->d_name);
-                        if (read_at(pdir, path, buf, sizeof buf) < 0)
-                                continue;
-                        for (char *p = buf, *end; *p; p = end) {
-                                long c = strtol(p, &end, 10);
-                                if (end == p)
-                                        break;
-                                if (c > 0 && tail < WALK_MAX)
-                                        queue[tail++] = (pid_t)c;
-                        }
-                }
-                if (tasks)
-                        (void)closedir(tasks);
+                add_process(w, pid, pdir, pid == init);
                 (void)close(pdir);
+                proc_each_child(w->proc, pid, enqueue, &q);
         }
 }
 
 int proc_stats(const nstate *s, bool io_only, cm_stats *ret) {
-        walk w = {s, ret, io_only, sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE)};
-        int proc;
+        walk w = {-1, s, ret, io_only, sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE)};
 
         if (s->init_pid <= 0 || proc_start_time(s->init_pid) != s->init_start)
                 return -ESRCH;
-        proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (proc < 0)
+        w.proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (w.proc < 0)
                 return -errno;
         if (w.ticks <= 0)
                 w.ticks = 100;
-        walk_from(&w, proc, s->init_pid);
-        (void)close(proc);
+        walk_from(&w, s->init_pid);
+        (void)close(w.proc);
         return 0;
 }

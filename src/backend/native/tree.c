@@ -34,37 +34,20 @@
 
 /* A process that is dead but not reaped: state Z (or X, on its way out). */
 static bool is_dead(int proc, pid_t pid) {
-        char path[32], buf[512];
-        ssize_t n;
-        int fd;
-
-        (void)snprintf(path, sizeof path, "%d/stat", (int)pid);
-        fd = openat(proc, path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return true; /* reaped */
-        n = read(fd, buf, sizeof buf - 1);
-        (void)close(fd);
-        if (n <= 0)
-                return true;
-        /* "pid (comm) S ...": comm may hold ") ", so the last ')' */
-        for (ssize_t i = n - 1; i > 0; i--)
-                if (buf[i] == ')')
-                        return i + 2 < n && (buf[i + 2] == 'Z' || buf[i + 2] == 'X');
-        return false;
+        char buf[512];
+        const char *f = proc_stat_fields(proc, pid, buf, sizeof buf);
+        return !f || *f == 'Z' || *f == 'X';
 }
 
-static int kill_below(int proc, pid_t pid, int depth);
-
-/* Kill each pid listed in one thread's children file (read to its end:
- * the list of a stopped subreaper grows with zombies) and what is below it.
- * Returns how many were still alive. */
-static int kill_listed(int proc, const char *path, int depth) {
+/* Each pid listed in one children file, read to its end in chunks: the
+ * list of a stopped subreaper grows with zombies past any one buffer. */
+static void each_listed(int proc, const char *path, void (*fn)(pid_t child, void *ctx), void *ctx) {
         char buf[1024];
         size_t have = 0;
-        int alive = 0, fd = openat(proc, path, O_RDONLY | O_CLOEXEC);
+        int fd = openat(proc, path, O_RDONLY | O_CLOEXEC);
 
         if (fd < 0)
-                return 0;
+                return;
         for (;;) {
                 ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
                 size_t used = 0;
@@ -81,34 +64,27 @@ static int kill_listed(int proc, const char *path, int depth) {
                         for (size_t k = used; k < i; k++)
                                 c = c * 10 + (buf[k] - '0');
                         used = i + 1;
-                        if (c <= 0)
-                                continue;
-                        (void)kill(c, SIGKILL);
-                        if (is_dead(proc, c))
-                                continue;
-                        alive++;
-                        if (depth < TREE_DEPTH)
-                                alive += kill_below(proc, c, depth + 1);
+                        if (c > 0)
+                                fn(c, ctx);
                 }
                 have -= used;
                 for (size_t k = 0; k < have; k++)
                         buf[k] = buf[used + k];
         }
         (void)close(fd);
-        return alive;
 }
 
 /* Every thread's children: a child of a thread other than the main one is
  * listed under that thread, and an orphan reparents to any live thread. */
-static int kill_below(int proc, pid_t pid, int depth) {
+void proc_each_child(int proc, pid_t pid, void (*fn)(pid_t child, void *ctx), void *ctx) {
         char path[320], dbuf[1024];
-        int alive = 0, dfd;
+        int dfd;
         ssize_t n;
 
         (void)snprintf(path, sizeof path, "%d/task", (int)pid);
         dfd = openat(proc, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
-                return 0;
+                return;
         while ((n = getdents64(dfd, dbuf, sizeof dbuf)) > 0)
                 for (ssize_t off = 0; off < n;) {
                         struct dirent64 *d = (struct dirent64 *)(dbuf + off);
@@ -116,10 +92,37 @@ static int kill_below(int proc, pid_t pid, int depth) {
                         if (d->d_name[0] < '0' || d->d_name[0] > '9')
                                 continue;
                         (void)snprintf(path, sizeof path, "%d/task/%s/children", (int)pid, d->d_name);
-                        alive += kill_listed(proc, path, depth);
+                        each_listed(proc, path, fn, ctx);
                 }
         (void)close(dfd);
-        return alive;
+}
+
+typedef struct sweep {
+        int proc;
+        int depth;
+        int alive; /* found not yet dead */
+} sweep;
+
+/* SIGKILL a child, then what is below it (read after the kill: a process
+ * with SIGKILL pending forks no more). */
+static void kill_child(pid_t c, void *ctx) {
+        sweep *s = ctx;
+        (void)kill(c, SIGKILL);
+        if (is_dead(s->proc, c))
+                return;
+        s->alive++;
+        if (s->depth < TREE_DEPTH) {
+                sweep below = {s->proc, s->depth + 1, 0};
+                proc_each_child(s->proc, c, kill_child, &below);
+                s->alive += below.alive;
+        }
+}
+
+/* One sweep below pid: how many were still alive. */
+static int kill_below(int proc, pid_t pid) {
+        sweep s = {proc, 0, 0};
+        proc_each_child(proc, pid, kill_child, &s);
+        return s.alive;
 }
 
 static void pause_round(int round) {
@@ -142,7 +145,7 @@ void tree_kill(int proc, pid_t cmd) {
                 pause_round(round);
         }
         if (si.si_pid && si.si_code == CLD_STOPPED)
-                for (int round = 0; round < TREE_ROUNDS && kill_below(proc, cmd, 0) > 0; round++)
+                for (int round = 0; round < TREE_ROUNDS && kill_below(proc, cmd) > 0; round++)
                         pause_round(round);
         (void)kill(-cmd, SIGKILL); /* its group too, should /proc lack children files */
         (void)kill(cmd, SIGKILL);
