@@ -170,20 +170,34 @@ int native_inspect(cm_backend *b, const char *id, char **ret_json, cm_err *err) 
         return 0;
 }
 
+static bool idx_at(int fd, size_t i, log_idx *rec) {
+        return pread(fd, rec, sizeof *rec, (off_t)(i * sizeof *rec)) == (ssize_t)sizeof *rec;
+}
+
 /* Where output written from since_ms on starts: the first index record of
- * that second or later (log_idx), back to the start of its line. */
+ * that second or later (log_idx; records are in time order, so a binary
+ * search of the file), back to the start of its line. */
 static size_t since_offset(const char *dir, int64_t since_ms, const char *buf, size_t len) {
         cleanup_free char *path = xasprintf("%s/log.idx", dir);
         cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
         int64_t second = since_ms / 1000 * 1000;
-        size_t from = len; /* nothing since then */
+        size_t n = 0, lo = 0, hi, from = len; /* no record: nothing since then */
+        struct stat st;
         log_idx rec;
 
-        while (fd >= 0 && read(fd, &rec, sizeof rec) == (ssize_t)sizeof rec)
-                if (rec.unix_ms >= second) {
-                        from = rec.offset < len ? (size_t)rec.offset : len;
-                        break;
-                }
+        if (fd >= 0 && fstat(fd, &st) == 0)
+                n = (size_t)st.st_size / sizeof rec;
+        for (hi = n; lo < hi;) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (!idx_at(fd, mid, &rec))
+                        return 0; /* an index we cannot read: all of it */
+                if (rec.unix_ms >= second)
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        if (lo < n && idx_at(fd, lo, &rec))
+                from = rec.offset < len ? (size_t)rec.offset : len;
         while (from > 0 && from < len && buf[from - 1] != '\n')
                 from--;
         return from;
