@@ -10,7 +10,7 @@
 
 #define MS_MAX ((int64_t)1 << 52) /* far beyond any date we print */
 
-/* Up to `max` digits exactly `n` of them when n > 0, into *ret. */
+/* Decimal digits into *ret: exactly n of them, or 1 to 15 when n is 0. */
 static bool digits(const char **p, int n, int64_t *ret) {
         int64_t v = 0;
         int i = 0;

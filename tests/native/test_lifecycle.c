@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <inttypes.h>
 #include <sys/sysmacros.h>
@@ -318,20 +319,32 @@ static void test_main_exits(void **state) {
         (void)state;
 }
 
-/* The logs until `want` is in them (the init writes them as output comes). */
+/* The logs once `want` is in them: woken by inotify each time the init
+ * writes the log file, bounded by a 20 s wait for the next write. */
 static char *logs_with(const char *id, int64_t since, const char *want) {
+        json_t *j = inspect(id);
+        cleanup_free char *log = xasprintf("%s/log", json_string_value(json_object_get(j, "dir")));
+        int in = inotify_init1(IN_CLOEXEC);
         cm_err err = CM_ERR_INIT;
-        char *logs = NULL;
+        char *logs = NULL, ev[4096];
         size_t len;
-        for (int i = 0; i < 10000; i++) {
+
+        json_decref(j);
+        assert_true(in >= 0);
+        assert_true(inotify_add_watch(in, log, IN_MODIFY) >= 0); /* before the first look: no write is missed */
+        for (;;) {
+                struct pollfd p = {in, POLLIN, 0};
                 assert_int_equal(nt_b->ops->logs(nt_b, id, 0, since, &logs, &len, &err), 0);
                 if (strstr(logs, want))
-                        return logs;
+                        break;
                 free(logs);
-                (void)usleep(1000); /* polling the condition, bounded */
+                logs = NULL;
+                if (poll(&p, 1, 20000) != 1)
+                        fail_msg("\"%s\" never reached the logs of %s", want, id);
+                (void)read(in, ev, sizeof ev);
         }
-        fail_msg("\"%s\" never reached the logs of %s", want, id);
-        return NULL;
+        (void)close(in);
+        return logs;
 }
 
 /* logs since: what was written from that second on.  "early" and "late"
