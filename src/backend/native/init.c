@@ -520,9 +520,26 @@ int init_ctl_listen(const char *dir, cm_err *err) {
         return fd;
 }
 
+/* A connection to the init's control socket, or -errno. */
+static int ctl_connect(const char *dir) {
+        struct sockaddr_un a;
+        int dfd = -1, fd, r = ctl_addr(dir, &a, &dfd);
+
+        if (r < 0)
+                return r;
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+                r = -errno;
+                (void)close(fd);
+                fd = r;
+        } else if (fd < 0)
+                fd = -errno;
+        (void)close(dfd);
+        return fd;
+}
+
 /* Send the one-byte request kind, receive n fds. */
 static int ctl_fetch(const char *dir, char kind, int *ret, int n, cm_err *err) {
-        struct sockaddr_un a;
         char byte;
         struct iovec iov = {&byte, 1};
         union {
@@ -531,14 +548,12 @@ static int ctl_fetch(const char *dir, char kind, int *ret, int n, cm_err *err) {
         } u;
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
         struct cmsghdr *cm;
-        int dfd = -1, fd, r = ctl_addr(dir, &a, &dfd);
+        int fd = ctl_connect(dir), r;
         ssize_t k;
 
-        if (r < 0)
-                return cm_err_sys(err, -r, "state: cannot open %s", dir);
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0 || send(fd, &kind, 1, MSG_NOSIGNAL) != 1) {
-                r = cm_err_sys(err, errno, "cannot reach the container's init (its control socket in %s)", dir);
+        if (fd < 0 || send(fd, &kind, 1, MSG_NOSIGNAL) != 1) {
+                r = cm_err_sys(err, fd < 0 ? -fd : errno, "cannot reach the container's init (its control socket in %s)",
+                               dir);
                 goto out;
         }
         do
@@ -554,7 +569,6 @@ static int ctl_fetch(const char *dir, char kind, int *ret, int n, cm_err *err) {
 out:
         if (fd >= 0)
                 (void)close(fd);
-        (void)close(dfd);
         return r;
 }
 
@@ -565,24 +579,20 @@ int init_ctl_fetch(const char *dir, int ret[INIT_N_NS], cm_err *err) {
 int init_ctl_root(const char *dir, int *ret_fd, cm_err *err) { return ctl_fetch(dir, 'r', ret_fd, 1, err); }
 
 int init_ctl_io(const char *dir, uint64_t *ret_read, uint64_t *ret_write) {
-        struct sockaddr_un a;
-        int dfd = -1, fd = -1, r = ctl_addr(dir, &a, &dfd);
+        int fd = ctl_connect(dir), r;
         uint64_t v[2];
         ssize_t k = -1;
 
-        if (r < 0)
-                return r;
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && send(fd, "i", 1, MSG_NOSIGNAL) == 1)
+        if (fd < 0)
+                return fd;
+        if (send(fd, "i", 1, MSG_NOSIGNAL) == 1)
                 do
                         k = recv(fd, v, sizeof v, 0);
                 while (k < 0 && errno == EINTR);
         r = k == (ssize_t)sizeof v ? 0 : -EPROTO;
         if (r == 0)
                 *ret_read = v[0], *ret_write = v[1];
-        if (fd >= 0)
-                (void)close(fd);
-        (void)close(dfd);
+        (void)close(fd);
         return r;
 }
 
@@ -631,19 +641,13 @@ int init_ctl_send_spawn(int conn, char *const *argv, char *const *envp, const ch
 
 int init_ctl_spawn(const char *dir, char *const *argv, char *const *envp, const char *workdir, const int fds[4],
                    cm_err *err) {
-        struct sockaddr_un a;
-        int dfd = -1, fd = -1, r = ctl_addr(dir, &a, &dfd);
+        int fd = ctl_connect(dir), r;
 
-        if (r < 0)
-                return cm_err_sys(err, -r, "state: cannot open %s", dir);
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-                r = errno == ENOENT || errno == ECONNREFUSED
-                            ? -errno
-                            : cm_err_sys(err, errno, "cannot reach the container's init (its control socket in %s)",
-                                         dir);
-                goto out;
-        }
+        if (fd < 0)
+                return fd == -ENOENT || fd == -ECONNREFUSED
+                               ? fd
+                               : cm_err_sys(err, -fd, "cannot reach the container's init (its control socket in %s)",
+                                            dir);
         r = init_ctl_send_spawn(fd, argv, envp, workdir, fds, 0, 0);
         if (r == -E2BIG)
                 goto out;
@@ -656,6 +660,5 @@ int init_ctl_spawn(const char *dir, char *const *argv, char *const *envp, const 
 out:
         if (fd >= 0)
                 (void)close(fd);
-        (void)close(dfd);
         return r;
 }
