@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "policy/policy.h"
 #include "util/cleanup.h"
 
 const char *const cm_all_toolsets[] = {"containers", "images", "sandbox", "files",
@@ -181,46 +182,64 @@ static void mkdir_p(const char *path, mode_t mode) {
 }
 
 /* Canonical form of a path that must exist; NULL (err set) otherwise. */
-static char *canonical(const char *path, cm_err *err) {
+static char *canonical(const char *var, const char *path, cm_err *err) {
         char *real = realpath(path, NULL);
         if (!real)
-                cm_err_sys(err, errno, "CONTAINER_MCP_ALLOWED_MOUNTS entry %s", path);
+                cm_err_sys(err, errno, "%s entry %s", var, path);
         return real;
 }
 
 /* The launch directory is a default root only when it is not / or $HOME:
- * those would hand an agent the whole machine or every secret of the user. */
+ * those would hand an agent the whole machine or every secret of the user.
+ * Nor when it lies inside the state dir, which no sandbox may reach.  The
+ * private scratch dir is the server's own (copies of images for wait runs),
+ * so it is never a root. */
 static int default_mounts(cm_config *cfg) {
         char cwd[PATH_MAX];
         const char *home = getenv("HOME");
         cleanup_free char *home_real = home ? realpath(home, NULL) : NULL;
-        mkdir_p(cfg->scratch_dir, 0700);
-        if (getcwd(cwd, sizeof cwd) && strcmp(cwd, "/") != 0 && !(home_real && strcmp(cwd, home_real) == 0))
+        if (getcwd(cwd, sizeof cwd) && strcmp(cwd, "/") != 0 && !(home_real && strcmp(cwd, home_real) == 0) &&
+            !(cfg->state_real && cm_path_under(cwd, cfg->state_real)))
                 strv_push(&cfg->allowed_mounts, cwd);
-        cleanup_free char *scratch = realpath(cfg->scratch_dir, NULL);
-        if (scratch)
-                strv_push(&cfg->allowed_mounts, scratch);
         return 0;
 }
 
-static int load_mounts(cm_config *cfg, cm_err *err) {
-        const char *env = getenv("CONTAINER_MCP_ALLOWED_MOUNTS");
-        cleanup_free char *copy = NULL;
+/* A colon-separated list of directories: each canonical, never /, never
+ * inside the state dir (a root that contains it is kept: paths in the state
+ * dir are refused one by one, cm_policy_host_path). */
+static int load_dirs(cm_config *cfg, const char *var, char ***v, cm_err *err) {
+        cleanup_free char *copy = xstrdup(getenv(var));
         char *save = NULL;
-        if (!env)
-                return default_mounts(cfg);
-        copy = xstrdup(env);
         for (char *p = strtok_r(copy, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
-                cleanup_free char *real = canonical(p, err);
+                cleanup_free char *real = canonical(var, p, err);
                 if (!real)
                         return -EINVAL;
                 if (strcmp(real, "/") == 0)
                         return cm_err_set(err, EINVAL,
-                                          "CONTAINER_MCP_ALLOWED_MOUNTS may not contain /: that would expose the "
-                                          "whole host; list the directories agents need instead");
-                strv_push(&cfg->allowed_mounts, real);
+                                          "%s may not contain /: that would expose the whole host; list the "
+                                          "directories agents need instead",
+                                          var);
+                if (cfg->state_real && cm_path_under(real, cfg->state_real))
+                        return cm_err_set(err, EINVAL,
+                                          "%s entry %s lies inside the state dir %s, which no sandbox may reach; "
+                                          "list a directory outside it (or move the state dir with "
+                                          "CONTAINER_MCP_STATE_DIR)",
+                                          var, p, cfg->state_real);
+                strv_push(v, real);
         }
         return 0;
+}
+
+static int load_mounts(cm_config *cfg, cm_err *err) {
+        /* The state dir exists from here on, so its canonical form is known
+         * and the policy can keep every sandbox out of it. */
+        mkdir_p(cfg->scratch_dir, 0700);
+        cfg->state_real = realpath(cfg->state_dir, NULL);
+        if (getenv("CONTAINER_MCP_IMAGE_DIRS") && load_dirs(cfg, "CONTAINER_MCP_IMAGE_DIRS", &cfg->image_dirs, err) < 0)
+                return -EINVAL;
+        if (!getenv("CONTAINER_MCP_ALLOWED_MOUNTS"))
+                return default_mounts(cfg);
+        return load_dirs(cfg, "CONTAINER_MCP_ALLOWED_MOUNTS", &cfg->allowed_mounts, err);
 }
 
 static int env_bool(const char *name, bool *ret, cm_err *err) {
@@ -269,6 +288,10 @@ static int load_numbers(cm_config *cfg, cm_err *err) {
         if (env_uint("CONTAINER_MCP_PAGE_SIZE", 1, 10000, &n, err) < 0)
                 return -EINVAL;
         cfg->page_size = (unsigned)n;
+        n = cfg->min_host_port;
+        if (env_uint("CONTAINER_MCP_MIN_HOST_PORT", 1, 65535, &n, err) < 0)
+                return -EINVAL;
+        cfg->min_host_port = (unsigned)n;
         n = cfg->max_message_bytes;
         if (env_uint("CONTAINER_MCP_MAX_MESSAGE_BYTES", 1024, 1ul << 30, &n, err) < 0)
                 return -EINVAL;
@@ -312,6 +335,8 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->max_containers = 10;
         cfg->allowed_hosts = strv_new();
         cfg->allowed_mounts = strv_new();
+        cfg->image_dirs = strv_new();
+        cfg->min_host_port = 1024;
         cfg->toolsets = strv_new();
         for (size_t i = 0; cm_default_toolsets[i]; i++)
                 strv_push(&cfg->toolsets, cm_default_toolsets[i]);
@@ -328,6 +353,8 @@ void cm_config_free(cm_config *cfg) {
         cm_strv_free(cfg->toolsets);
         cm_strv_free(cfg->allowed_hosts);
         cm_strv_free(cfg->allowed_mounts);
+        cm_strv_free(cfg->image_dirs);
+        free(cfg->state_real);
         free(cfg->token);
         free(cfg->scratch_dir);
         free(cfg->state_dir);

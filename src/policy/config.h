@@ -29,6 +29,9 @@ typedef struct cm_config {
         int64_t default_memory;   /* bytes */
         int64_t timeout_ms;
         unsigned max_containers;
+        char **image_dirs;        /* canonical roots of directory images, NULL-terminated */
+        char *state_real;         /* the state dir, canonical (created at load) */
+        unsigned min_host_port;   /* lowest host port a sandbox may publish */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/cleanup.h"
@@ -23,6 +24,8 @@ int cm_policy_host_path(const cm_config *cfg, const char *path, char **ret_real,
         real = realpath(path, NULL);
         if (!real)
                 return cm_err_sys(err, errno, "host path %s cannot be resolved (it must exist)", path);
+        if (cm_policy_state_overlap(cfg, real, err) < 0)
+                return -1;
         for (size_t i = 0; cfg->allowed_mounts && cfg->allowed_mounts[i]; i++)
                 if (cm_path_under(real, cfg->allowed_mounts[i])) {
                         *ret_real = steal_pointer(&real);
@@ -100,8 +103,52 @@ int cm_policy_name(const char *name, cm_err *err) {
         return 0;
 }
 
-int cm_policy_image(const char *image, cm_err *err) {
+int cm_policy_state_overlap(const cm_config *cfg, const char *real, cm_err *err) {
+        const char *st = cfg->state_real;
+        if (!st || !(cm_path_under(real, st) || cm_path_under(st, real)))
+                return 0;
+        return cm_err_set(err, EACCES,
+                          "host path %s %s the server's state dir %s (container records, control sockets, image "
+                          "copies), which no sandbox may reach; use a directory outside it",
+                          real, cm_path_under(real, st) ? "lies inside" : "contains", st);
+}
+
+/* A directory image: canonical, a directory, under an image root, clear of
+ * the state dir.  The backend opens exactly this path with no symlink on
+ * the way and checks it found the same directory. */
+static int image_dir(const cm_config *cfg, const char *image, char **ret_real, cm_err *err) {
+        cleanup_free char *real = realpath(image, NULL);
+        cleanup_free char *roots = cm_strv_join(cfg->image_dirs, ":");
+        struct stat st;
+        bool under = false;
+
+        if (!roots[0])
+                return cm_err_set(err, EACCES,
+                                  "image \"%s\" refused: directory images are off (CONTAINER_MCP_IMAGE_DIRS is "
+                                  "unset); use image \"host\", or start the server with "
+                                  "CONTAINER_MCP_IMAGE_DIRS=<dir> naming a directory that holds root file systems",
+                                  image);
+        if (!real)
+                return cm_err_sys(err, errno, "image directory %s cannot be resolved (it must exist)", image);
+        for (size_t i = 0; cfg->image_dirs[i] && !under; i++)
+                under = cm_path_under(real, cfg->image_dirs[i]) && strcmp(real, cfg->image_dirs[i]) != 0;
+        if (!under)
+                return cm_err_set(err, EACCES,
+                                  "image \"%s\" refused: it resolves to %s, which is not a directory below "
+                                  "CONTAINER_MCP_IMAGE_DIRS (%s); use a root file system inside those, or "
+                                  "image \"host\"",
+                                  image, real, roots);
+        if (cm_policy_state_overlap(cfg, real, err) < 0)
+                return -1;
+        if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+                return cm_err_set(err, ENOTDIR, "image \"%s\" is not a directory holding a root file system", image);
+        *ret_real = steal_pointer(&real);
+        return 0;
+}
+
+int cm_policy_image(const cm_config *cfg, const char *image, char **ret_real, cm_err *err) {
         size_t n = strlen(image);
+        *ret_real = NULL;
         if (n == 0 || n > 512)
                 return cm_err_set(err, EINVAL, "image: give a reference of 1-512 characters, e.g. host or alpine:3.20");
         if (image[0] == '-')
@@ -110,5 +157,16 @@ int cm_policy_image(const char *image, cm_err *err) {
                 if (isspace((unsigned char)image[i]) || iscntrl((unsigned char)image[i]))
                         return cm_err_set(err, EINVAL, "image \"%s\": whitespace or control characters are not allowed",
                                           image);
+        if (image[0] == '/' || image[0] == '.')
+                return image_dir(cfg, image, ret_real, err);
         return 0;
+}
+
+int cm_policy_host_port(const cm_config *cfg, unsigned port, cm_err *err) {
+        if (port == 0 || port >= cfg->min_host_port)
+                return 0;
+        return cm_err_set(err, EACCES,
+                          "hostPort %u refused: host ports below %u are privileged (CONTAINER_MCP_MIN_HOST_PORT); "
+                          "leave hostPort out (or 0) for a free port, pick one from %u up, or lower the setting",
+                          port, cfg->min_host_port, cfg->min_host_port);
 }

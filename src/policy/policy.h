@@ -28,7 +28,19 @@ bool cm_path_under(const char *path, const char *root);
 int cm_policy_name(const char *name, cm_err *err);
 
 /* Image references: no leading '-', no whitespace or control characters,
- * at most 512 bytes: a value that can never turn into a flag or two words. */
-int cm_policy_image(const char *image, cm_err *err);
+ * at most 512 bytes: a value that can never turn into a flag or two words.
+ * A path (starting with / or .) is a directory image: it must resolve to a
+ * directory below one of CONTAINER_MCP_IMAGE_DIRS (none by default) and clear
+ * of the state dir; *ret_real is then its canonical form (caller frees), to
+ * be used instead of `image`.  Otherwise *ret_real is NULL. */
+int cm_policy_image(const cm_config *cfg, const char *image, char **ret_real, cm_err *err);
+
+/* Refuse a canonical host path that is, contains or lies inside the state
+ * dir: records, control sockets and image copies are the server's alone. */
+int cm_policy_state_overlap(const cm_config *cfg, const char *real, cm_err *err);
+
+/* Host ports below CONTAINER_MCP_MIN_HOST_PORT (1024) are refused; 0 means
+ * "pick a free one" and always passes. */
+int cm_policy_host_port(const cm_config *cfg, unsigned port, cm_err *err);
 
 #endif

@@ -16,6 +16,7 @@ typedef struct run_plan {
         cm_kv *env;
         cm_mount *mounts;
         char **mount_real;
+        char *image_real; /* a directory image, canonical */
         cm_port *ports;
         cm_kv labels[4];
 } run_plan;
@@ -26,6 +27,7 @@ static void run_plan_free(run_plan *p) {
         for (size_t i = 0; i < p->spec.n_mounts; i++)
                 free(p->mount_real[i]);
         free(p->mount_real);
+        free(p->image_real);
         free(p->mounts);
         free(p->ports);
 }
@@ -53,7 +55,7 @@ static int plan_mounts(const cm_config *cfg, const json_t *arr, run_plan *p, cm_
         return 0;
 }
 
-static void plan_ports(const json_t *arr, run_plan *p) {
+static int plan_ports(const cm_config *cfg, const json_t *arr, run_plan *p, cm_err *err) {
         size_t n = json_array_size(arr), i;
         const json_t *m;
         p->ports = xcalloc(n + 1, sizeof *p->ports);
@@ -62,9 +64,14 @@ static void plan_ports(const json_t *arr, run_plan *p) {
                 p->ports[i] = (cm_port){(uint16_t)json_integer_value(json_object_get(m, "hostPort")),
                                         (uint16_t)json_integer_value(json_object_get(m, "containerPort")),
                                         proto ? proto : "tcp"};
+                if (cm_policy_host_port(cfg, p->ports[i].host_port, err) < 0) {
+                        cm_err_prefix(err, "ports[%zu]", i);
+                        return -EACCES;
+                }
         }
         p->spec.ports = p->ports;
         p->spec.n_ports = n;
+        return 0;
 }
 
 static int plan_limits(const cm_config *cfg, const json_t *args, run_plan *p, cm_err *err) {
@@ -88,8 +95,10 @@ static int plan_run(mcp_call *call, const json_t *args, run_plan *p, cm_err *err
         const json_t *timeout = json_object_get(args, "timeout");
 
         p->spec.image = cm_json_str(args, "image");
-        if (cm_policy_image(p->spec.image, err) < 0 || (name && cm_policy_name(name, err) < 0))
+        if (cm_policy_image(cfg, p->spec.image, &p->image_real, err) < 0 || (name && cm_policy_name(name, err) < 0))
                 return -EINVAL;
+        if (p->image_real)
+                p->spec.image = p->image_real;
         p->spec.name = name;
         if (cmd && json_array_size(cmd) > 0) {
                 cm_tool_argv(cmd, &p->argv, &p->spec.argc);
@@ -101,7 +110,8 @@ static int plan_run(mcp_call *call, const json_t *args, run_plan *p, cm_err *err
         p->spec.workdir = cm_json_str(args, "workdir");
         if (plan_limits(cfg, args, p, err) < 0 || plan_mounts(cfg, json_object_get(args, "mounts"), p, err) < 0)
                 return -EINVAL;
-        plan_ports(json_object_get(args, "ports"), p);
+        if (plan_ports(cfg, json_object_get(args, "ports"), p, err) < 0)
+                return -EACCES;
         /* network: true per call, or on for every call with ALLOW_NETWORK. */
         p->spec.network = json_is_true(json_object_get(args, "network")) || cfg->allow_network;
         p->spec.readonly_rootfs = json_is_true(json_object_get(args, "readonlyRootfs"));

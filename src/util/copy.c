@@ -7,7 +7,9 @@
 #include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,7 +22,50 @@ typedef struct copier {
         unsigned flags;
         cm_copy_stats *st;
         cm_err *err;
+        cm_copy_owner owner; /* CM_COPY_CHOWN */
 } copier;
+
+bool cm_fd_is_pseudo(int fd) {
+        static const unsigned long pseudo[] = {
+                PROC_SUPER_MAGIC,  SYSFS_MAGIC,       DEVPTS_SUPER_MAGIC, CGROUP_SUPER_MAGIC,  CGROUP2_SUPER_MAGIC,
+                DEBUGFS_MAGIC,     TRACEFS_MAGIC,     SECURITYFS_MAGIC,   BPF_FS_MAGIC,        SELINUX_MAGIC,
+                SMACK_MAGIC,       EFIVARFS_MAGIC,    PSTOREFS_MAGIC,     BINFMTFS_MAGIC,      0x62656570 /* configfs */,
+                0x65735543 /* fusectl */, 0x19800202 /* mqueue */, NSFS_MAGIC,
+        };
+        /* devtmpfs reports tmpfs's magic; what it holds are device nodes,
+         * which a copy never opens (skipped). */
+        struct statfs sf;
+        if (fstatfs(fd, &sf) < 0)
+                return true; /* cannot tell: treat as not ours to read */
+        for (size_t i = 0; i < sizeof pseudo / sizeof pseudo[0]; i++)
+                if ((unsigned long)sf.f_type == pseudo[i])
+                        return true;
+        return false;
+}
+
+/* A directory or file of the container side on a pseudo-filesystem: the
+ * path the caller named is refused; one met deeper in a tree is skipped. */
+static int pseudo_side(copier *c, int fd, bool src_side, const char *name, int depth, bool *ret_skip) {
+        *ret_skip = false;
+        if (!(c->flags & (src_side ? CM_COPY_SRC_REAL : CM_COPY_DST_REAL)) || !cm_fd_is_pseudo(fd))
+                return 0;
+        if (depth > 0) {
+                c->st->skipped++;
+                *ret_skip = true;
+                return 0;
+        }
+        return cm_err_set(c->err, EPERM,
+                          "copy: %s is on a pseudo-filesystem (/proc, /sys, /dev or the like) of the container; "
+                          "those describe the kernel, not files, and are never copied. Read it with "
+                          "exec_in_container (e.g. cat) instead",
+                          name);
+}
+
+static int give_owner(copier *c, int fd, const char *name) {
+        if ((c->flags & CM_COPY_CHOWN) && fchown(fd, c->owner.uid, c->owner.gid) < 0)
+                return cm_err_sys(c->err, errno, "copy: chown %s", name);
+        return 0;
+}
 
 static int copy_entry(copier *c, int src_dir, const char *src, int dst_dir, const char *dst, int depth);
 
@@ -68,11 +113,16 @@ static int copy_data(copier *c, int in, int out, const char *name) {
 }
 
 static int copy_file(copier *c, int src_dir, const char *src, int dst_dir, const char *dst, mode_t mode, uid_t uid,
-                     gid_t gid) {
+                     gid_t gid, int depth) {
         cleanup_close int in = openat(src_dir, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         cleanup_close int out = -1;
+        bool skip;
         if (in < 0)
                 return cm_err_sys(c->err, errno, "copy: opening %s", src);
+        if (pseudo_side(c, in, true, src, depth, &skip) < 0 || skip)
+                return skip ? 0 : -1;
+        if (pseudo_side(c, dst_dir, false, dst, depth, &skip) < 0 || skip)
+                return skip ? 0 : -1;
         if (clear_dst(c, dst_dir, dst, false) < 0)
                 return -1;
         /* O_EXCL|O_NOFOLLOW: a symlink raced in after clear_dst fails here. */
@@ -83,6 +133,8 @@ static int copy_file(copier *c, int src_dir, const char *src, int dst_dir, const
                 return -1;
         if ((c->flags & CM_COPY_OWNERS) && fchown(out, uid, gid) < 0)
                 return cm_err_sys(c->err, errno, "copy: chown %s", dst);
+        if (give_owner(c, out, dst) < 0)
+                return -1;
         if (fchmod(out, mode & 0777 & ~(mode_t)(S_ISUID | S_ISGID)) < 0)
                 return cm_err_sys(c->err, errno, "copy: chmod %s", dst);
         c->st->files++;
@@ -101,6 +153,9 @@ static int copy_symlink(copier *c, int src_dir, const char *src, int dst_dir, co
                 return cm_err_sys(c->err, errno, "copy: creating link %s", dst);
         if ((c->flags & CM_COPY_OWNERS) && fchownat(dst_dir, dst, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
                 return cm_err_sys(c->err, errno, "copy: chown link %s", dst);
+        if ((c->flags & CM_COPY_CHOWN) &&
+            fchownat(dst_dir, dst, c->owner.uid, c->owner.gid, AT_SYMLINK_NOFOLLOW) < 0)
+                return cm_err_sys(c->err, errno, "copy: chown link %s", dst);
         c->st->symlinks++;
         return 0;
 }
@@ -110,17 +165,27 @@ static int copy_dir(copier *c, int src_dir, const char *src, int dst_dir, const 
         cleanup_close int sd = -1, dd = -1;
         DIR *d;
         struct dirent *e;
+        bool skip;
         int r = 0;
         if (depth > MAX_DEPTH)
                 return cm_err_set(c->err, ELOOP, "copy: directories nested more than %d deep", MAX_DEPTH);
+        sd = openat(src_dir, src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sd < 0)
+                return cm_err_sys(c->err, errno, "copy: opening directory %s", src);
+        if (pseudo_side(c, sd, true, src, depth, &skip) < 0 || skip)
+                return skip ? 0 : -1;
+        if (pseudo_side(c, dst_dir, false, dst, depth, &skip) < 0 || skip)
+                return skip ? 0 : -1;
         if (clear_dst(c, dst_dir, dst, true) < 0)
                 return -1;
         if (mkdirat(dst_dir, dst, 0700) < 0 && errno != EEXIST)
                 return cm_err_sys(c->err, errno, "copy: creating directory %s", dst);
-        sd = openat(src_dir, src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         dd = openat(dst_dir, dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sd < 0 || dd < 0)
-                return cm_err_sys(c->err, errno, "copy: opening directory %s", sd < 0 ? src : dst);
+        if (dd < 0)
+                return cm_err_sys(c->err, errno, "copy: opening directory %s", dst);
+        /* a pseudo-filesystem mounted on an existing directory */
+        if (pseudo_side(c, dd, false, dst, depth, &skip) < 0 || skip)
+                return skip ? 0 : -1;
         d = fdopendir(take_fd(&sd));
         if (!d)
                 return cm_err_sys(c->err, errno, "copy: reading directory %s", src);
@@ -134,6 +199,8 @@ static int copy_dir(copier *c, int src_dir, const char *src, int dst_dir, const 
         (void)closedir(d);
         if (r == 0 && (c->flags & CM_COPY_OWNERS) && fchown(dd, sst->st_uid, sst->st_gid) < 0)
                 r = cm_err_sys(c->err, errno, "copy: chown %s", dst);
+        if (r == 0)
+                r = give_owner(c, dd, dst);
         if (r == 0 && fchmod(dd, sst->st_mode & 01777) < 0)
                 r = cm_err_sys(c->err, errno, "copy: chmod %s", dst);
         c->st->dirs += r == 0;
@@ -145,7 +212,7 @@ static int copy_entry(copier *c, int src_dir, const char *src, int dst_dir, cons
         if (fstatat(src_dir, src, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return cm_err_sys(c->err, errno, "copy: %s", src);
         if (S_ISREG(st.st_mode))
-                return copy_file(c, src_dir, src, dst_dir, dst, st.st_mode, st.st_uid, st.st_gid);
+                return copy_file(c, src_dir, src, dst_dir, dst, st.st_mode, st.st_uid, st.st_gid, depth);
         if (S_ISLNK(st.st_mode))
                 return copy_symlink(c, src_dir, src, dst_dir, dst, st.st_uid, st.st_gid);
         if (S_ISDIR(st.st_mode))
@@ -156,7 +223,13 @@ static int copy_entry(copier *c, int src_dir, const char *src, int dst_dir, cons
 
 int cm_copy_tree_flags(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
                        unsigned flags, cm_copy_stats *stats, cm_err *err) {
-        copier c = {max_bytes, flags, stats, err};
+        copier c = {max_bytes, flags, stats, err, {0, 0}};
+        return copy_entry(&c, src_dir, src_name, dst_dir, dst_name, 0);
+}
+
+static int copy_tree_owned(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
+                           unsigned flags, const cm_copy_owner *owner, cm_copy_stats *stats, cm_err *err) {
+        copier c = {max_bytes, flags | (owner ? CM_COPY_CHOWN : 0), stats, err, owner ? *owner : (cm_copy_owner){0, 0}};
         return copy_entry(&c, src_dir, src_name, dst_dir, dst_name, 0);
 }
 
@@ -262,13 +335,13 @@ static int into_dir(int *dst_dir, char **dst_name, const char *src_name, cm_err 
 }
 
 int cm_copy_host_to_root(const char *host_root, const char *host_rel, int root_fd, const char *path,
-                         uint64_t max_bytes, cm_copy_stats *st, cm_err *err) {
+                         uint64_t max_bytes, const cm_copy_owner *owner, cm_copy_stats *st, cm_err *err) {
         cleanup_close int sdir = -1, ddir = -1;
         cleanup_free char *sname = NULL, *dname = NULL;
         if (open_host_parent(host_root, host_rel, &sdir, &sname, err) < 0 ||
             cm_open_parent_at(root_fd, path, true, &ddir, &dname, err) < 0 || into_dir(&ddir, &dname, sname, err) < 0)
                 return -1;
-        return cm_copy_tree(sdir, sname, ddir, dname, max_bytes, st, err);
+        return copy_tree_owned(sdir, sname, ddir, dname, max_bytes, CM_COPY_DST_REAL, owner, st, err);
 }
 
 int cm_copy_root_to_host(int root_fd, const char *path, const char *host_root, const char *host_rel,
@@ -286,5 +359,5 @@ int cm_copy_root_to_host(int root_fd, const char *path, const char *host_root, c
                    into_dir(&ddir, &dname, sname, err) < 0) {
                 return -1;
         }
-        return cm_copy_tree(sdir, sname, ddir, dname, max_bytes, st, err);
+        return copy_tree_owned(sdir, sname, ddir, dname, max_bytes, CM_COPY_SRC_REAL, NULL, st, err);
 }

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util/err.h"
 
@@ -26,9 +27,26 @@ int cm_copy_tree(int src_dir, const char *src_name, int dst_dir, const char *dst
 
 /* cm_copy_tree's flags. */
 enum {
-        CM_COPY_OWNERS = 1 << 0, /* keep each entry's owner and group (needs
-                                    CAP_CHOWN: root copying an image) */
+        CM_COPY_OWNERS = 1 << 0,     /* keep each entry's owner and group (needs
+                                        CAP_CHOWN: root copying an image) */
+        CM_COPY_SRC_REAL = 1 << 1,   /* the source side is a container's: no
+                                        pseudo-filesystem (cm_fd_is_pseudo) */
+        CM_COPY_DST_REAL = 1 << 2,   /* the same for the destination side */
+        CM_COPY_CHOWN = 1 << 3,      /* give what is made to owner_uid/gid */
 };
+
+/* True when fd lies on a pseudo-filesystem (procfs, sysfs, devtmpfs,
+ * cgroupfs, debugfs, tracefs, securityfs, bpf, ...): files that describe
+ * the kernel or a process rather than hold data, and that the server must
+ * never read or write with its own credentials on a container's behalf. */
+bool cm_fd_is_pseudo(int fd);
+
+/* Who the files a copy makes belong to (CM_COPY_CHOWN): a container's root
+ * as the host sees it. */
+typedef struct cm_copy_owner {
+        uid_t uid;
+        gid_t gid;
+} cm_copy_owner;
 /* cm_copy_tree with flags. */
 int cm_copy_tree_flags(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
                        unsigned flags, cm_copy_stats *stats, cm_err *err);
@@ -44,9 +62,12 @@ int cm_open_parent_at(int root_fd, const char *path, bool in_root, int *ret_fd, 
 /* Copy between an allowed host path (root + rel below it, as policy gives
  * it) and `path` inside the root directory root_fd (a container's
  * /proc/PID/root), like `docker cp`: onto an existing directory the copy
- * lands inside it. */
+ * lands inside it.  The container side never touches a pseudo-filesystem:
+ * a path on one is refused, and one met inside a copied tree (the
+ * container's /proc under /) is skipped and counted.  owner (NULL: the
+ * server's own ids) owns what a copy into the container makes. */
 int cm_copy_host_to_root(const char *host_root, const char *host_rel, int root_fd, const char *path,
-                         uint64_t max_bytes, cm_copy_stats *st, cm_err *err);
+                         uint64_t max_bytes, const cm_copy_owner *owner, cm_copy_stats *st, cm_err *err);
 int cm_copy_root_to_host(int root_fd, const char *path, const char *host_root, const char *host_rel,
                          uint64_t max_bytes, cm_copy_stats *st, cm_err *err);
 

@@ -25,7 +25,9 @@ static int setup(void **state) {
                                            "CONTAINER_MCP_MAX_CONTAINERS", "CONTAINER_MCP_AGENT_NAME"};
         for (size_t i = 0; i < ARRAY_SIZE(vars); i++)
                 (void)unsetenv(vars[i]);
-        (void)setenv("CONTAINER_MCP_STATE_DIR", tmp, 1);
+        cleanup_free char *st = xasprintf("%s/state", tmp);
+        (void)setenv("CONTAINER_MCP_STATE_DIR", st, 1);
+        (void)unsetenv("CONTAINER_MCP_IMAGE_DIRS");
         (void)state;
         return 0;
 }
@@ -72,16 +74,18 @@ static void test_defaults(void **state) {
         assert_true(c.default_cpus == 2.0);
         assert_true(cm_toolset_enabled(&c, "containers"));
         assert_false(cm_toolset_enabled(&c, "diagnostics"));
-        /* The private scratch dir exists, is private and is allowed. */
+        /* The private scratch dir exists and is private; it holds the
+         * server's own copies, so it is not an allowed root (issue 7). */
         struct stat st;
         assert_int_equal(stat(c.scratch_dir, &st), 0);
         assert_int_equal(st.st_mode & 0777, 0700);
-        bool found = false;
         for (size_t i = 0; c.allowed_mounts[i]; i++) {
                 assert_string_not_equal(c.allowed_mounts[i], "/");
-                found |= strstr(c.allowed_mounts[i], "/scratch") != NULL;
+                assert_null(strstr(c.allowed_mounts[i], "/scratch"));
+                assert_null(strstr(c.allowed_mounts[i], c.state_real));
         }
-        assert_true(found);
+        assert_null(c.image_dirs[0]); /* no directory images unless configured */
+        assert_int_equal(c.min_host_port, 1024);
         cm_config_free(&c);
         (void)state;
 }
@@ -93,13 +97,18 @@ static void test_launch_dir_home_or_root_not_allowed(void **state) {
         assert_non_null(getcwd(cwd, sizeof cwd));
         assert_int_equal(chdir("/"), 0);
         assert_int_equal(cm_config_load(&c, NULL, &err), 0);
-        assert_non_null(c.allowed_mounts[0]);
-        assert_null(c.allowed_mounts[1]); /* only the scratch dir */
+        assert_null(c.allowed_mounts[0]);
         cm_config_free(&c);
         (void)setenv("HOME", tmp, 1);
         assert_int_equal(chdir(tmp), 0);
         assert_int_equal(cm_config_load(&c, NULL, &err), 0);
-        assert_null(c.allowed_mounts[1]);
+        assert_null(c.allowed_mounts[0]);
+        cm_config_free(&c);
+        /* nor the state dir or anything in it */
+        cleanup_free char *inside = xasprintf("%s/state/scratch", tmp);
+        assert_int_equal(chdir(inside), 0);
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_null(c.allowed_mounts[0]);
         cm_config_free(&c);
         assert_int_equal(chdir(cwd), 0);
         (void)state;
@@ -120,6 +129,35 @@ static void test_env_and_errors(void **state) {
         assert_true(cm_toolset_enabled(&c, "diagnostics"));
         assert_false(cm_toolset_enabled(&c, "web"));
         cm_config_free(&c);
+
+        /* a root inside the state dir is refused at start; so is one for images */
+        cleanup_free char *scratch = xasprintf("%s/state/scratch", tmp);
+        (void)setenv("CONTAINER_MCP_ALLOWED_MOUNTS", scratch, 1);
+        assert_true(cm_config_load(&c, NULL, &err) < 0);
+        assert_non_null(strstr(err.msg, "state dir"));
+        cm_config_free(&c);
+        (void)unsetenv("CONTAINER_MCP_ALLOWED_MOUNTS");
+        (void)setenv("CONTAINER_MCP_IMAGE_DIRS", scratch, 1);
+        assert_true(cm_config_load(&c, NULL, &err) < 0);
+        assert_non_null(strstr(err.msg, "CONTAINER_MCP_IMAGE_DIRS"));
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_IMAGE_DIRS", "/", 1);
+        assert_true(cm_config_load(&c, NULL, &err) < 0);
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_IMAGE_DIRS", link, 1);
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_string_equal(c.image_dirs[0], tmp);
+        assert_null(c.image_dirs[1]);
+        cm_config_free(&c);
+        (void)unsetenv("CONTAINER_MCP_IMAGE_DIRS");
+        (void)setenv("CONTAINER_MCP_MIN_HOST_PORT", "0", 1);
+        assert_true(cm_config_load(&c, NULL, &err) < 0);
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_MIN_HOST_PORT", "80", 1);
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_int_equal(c.min_host_port, 80);
+        cm_config_free(&c);
+        (void)unsetenv("CONTAINER_MCP_MIN_HOST_PORT");
 
         (void)setenv("CONTAINER_MCP_ALLOWED_MOUNTS", "/", 1);
         assert_true(cm_config_load(&c, NULL, &err) < 0);

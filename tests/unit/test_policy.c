@@ -95,6 +95,8 @@ static void test_split(void **state) {
 }
 
 static void test_names_and_images(void **state) {
+        cm_config cfg = {0};
+        char *real = NULL;
         cm_err err = CM_ERR_INIT;
         assert_int_equal(cm_policy_name("web-1.test_x", &err), 0);
         assert_true(cm_policy_name("-rf", &err) < 0);
@@ -102,13 +104,88 @@ static void test_names_and_images(void **state) {
         assert_true(cm_policy_name("a b", &err) < 0);
         assert_true(cm_policy_name("a/b", &err) < 0);
         assert_true(cm_policy_name("", &err) < 0);
-        assert_int_equal(cm_policy_image("host", &err), 0);
-        assert_int_equal(cm_policy_image("registry.local:5000/alpine:3.20@sha256:abc", &err), 0);
-        assert_true(cm_policy_image("--privileged", &err) < 0);
+        assert_int_equal(cm_policy_image(&cfg, "host", &real, &err), 0);
+        assert_int_equal(cm_policy_image(&cfg, "registry.local:5000/alpine:3.20@sha256:abc", &real, &err), 0);
+        assert_true(cm_policy_image(&cfg, "--privileged", &real, &err) < 0);
         assert_non_null(strstr(err.msg, "'-'"));
-        assert_true(cm_policy_image("alpine --rm", &err) < 0);
-        assert_true(cm_policy_image("alpine\n", &err) < 0);
-        assert_true(cm_policy_image("", &err) < 0);
+        assert_true(cm_policy_image(&cfg, "alpine --rm", &real, &err) < 0);
+        assert_true(cm_policy_image(&cfg, "alpine\n", &real, &err) < 0);
+        assert_true(cm_policy_image(&cfg, "", &real, &err) < 0);
+        assert_null(real);
+        (void)state;
+}
+
+/* A directory image is a directory strictly below CONTAINER_MCP_IMAGE_DIRS,
+ * after symlinks and "..": the review ran the host's / as an image with
+ * "/usr/..", "/etc/..", "//" and a symlink. */
+static void test_image_dirs(void **state) {
+        cleanup_free char *allowed = xasprintf("%s/allowed", tmp), *rootfs = xasprintf("%s/allowed/rootfs", tmp);
+        cleanup_free char *escape = xasprintf("%s/allowed/escape", tmp), *file = xasprintf("%s/allowed/f", tmp);
+        cleanup_free char *up = xasprintf("%s/allowed/rootfs/..", tmp), *outside = xasprintf("%s/outside", tmp);
+        char *none[] = {NULL}, *list[] = {allowed, NULL}, *real = NULL;
+        cm_config cfg = {.image_dirs = none};
+        cm_err err = CM_ERR_INIT;
+        static const char *const host_roots[] = {"/", "//", "/usr/..", "/etc/..", "/usr", "/proc", "/./"};
+
+        assert_int_equal(mkdir(rootfs, 0755), 0);
+        /* unset: no directory image at all, and the message says so */
+        assert_true(cm_policy_image(&cfg, rootfs, &real, &err) < 0);
+        assert_non_null(strstr(err.msg, "CONTAINER_MCP_IMAGE_DIRS is unset"));
+        for (size_t i = 0; i < ARRAY_SIZE(host_roots); i++)
+                assert_true(cm_policy_image(&cfg, host_roots[i], &real, &err) < 0);
+        cfg.image_dirs = list;
+        assert_int_equal(cm_policy_image(&cfg, rootfs, &real, &err), 0);
+        assert_string_equal(real, rootfs);
+        free(real);
+        for (size_t i = 0; i < ARRAY_SIZE(host_roots); i++) {
+                assert_true(cm_policy_image(&cfg, host_roots[i], &real, &err) < 0);
+                assert_non_null(strstr(err.msg, "not a directory below CONTAINER_MCP_IMAGE_DIRS"));
+                assert_null(real);
+        }
+        assert_true(cm_policy_image(&cfg, escape, &real, &err) < 0); /* symlink out */
+        assert_true(cm_policy_image(&cfg, up, &real, &err) < 0);     /* the root itself */
+        assert_true(cm_policy_image(&cfg, allowed, &real, &err) < 0);
+        assert_true(cm_policy_image(&cfg, outside, &real, &err) < 0);
+        assert_true(cm_policy_image(&cfg, file, &real, &err) < 0); /* not a directory */
+        assert_true(cm_policy_image(&cfg, "./rootfs", &real, &err) < 0);
+        (void)state;
+}
+
+/* Nothing that is, contains or lies in the state dir passes as a host path. */
+static void test_state_dir_refused(void **state) {
+        cleanup_free char *allowed = xasprintf("%s/allowed", tmp), *st = xasprintf("%s/allowed/state", tmp);
+        cleanup_free char *rec = xasprintf("%s/allowed/state/rec", tmp), *img = xasprintf("%s/allowed/state/img", tmp);
+        cleanup_free char *sib = xasprintf("%s/allowed/f", tmp);
+        char *list[] = {allowed, NULL}, *real = NULL, *root = NULL, *rel = NULL;
+        cm_config cfg = {.allowed_mounts = list, .image_dirs = list, .state_real = st};
+        cm_err err = CM_ERR_INIT;
+
+        assert_int_equal(mkdir(st, 0700), 0);
+        assert_int_equal(mkdir(rec, 0700), 0);
+        assert_int_equal(mkdir(img, 0700), 0);
+        assert_true(cm_policy_host_path(&cfg, st, &real, &err) < 0);
+        assert_non_null(strstr(err.msg, "state dir"));
+        assert_true(cm_policy_host_path(&cfg, rec, &real, &err) < 0);
+        assert_true(cm_policy_host_path(&cfg, allowed, &real, &err) < 0); /* contains it */
+        assert_non_null(strstr(err.msg, "contains"));
+        assert_true(cm_policy_host_split(&cfg, rec, true, &root, &rel, &err) < 0);
+        assert_true(cm_policy_image(&cfg, img, &real, &err) < 0);
+        assert_int_equal(cm_policy_host_path(&cfg, sib, &real, &err), 0);
+        free(real);
+        (void)state;
+}
+
+static void test_host_ports(void **state) {
+        cm_config cfg = {.min_host_port = 1024};
+        cm_err err = CM_ERR_INIT;
+        assert_int_equal(cm_policy_host_port(&cfg, 0, &err), 0);
+        assert_int_equal(cm_policy_host_port(&cfg, 1024, &err), 0);
+        assert_int_equal(cm_policy_host_port(&cfg, 8080, &err), 0);
+        assert_true(cm_policy_host_port(&cfg, 25, &err) < 0);
+        assert_non_null(strstr(err.msg, "CONTAINER_MCP_MIN_HOST_PORT"));
+        assert_true(cm_policy_host_port(&cfg, 1023, &err) < 0);
+        cfg.min_host_port = 1;
+        assert_int_equal(cm_policy_host_port(&cfg, 25, &err), 0);
         (void)state;
 }
 
@@ -118,6 +195,9 @@ int main(void) {
                 cmocka_unit_test_setup(test_host_paths, setup),
                 cmocka_unit_test_setup(test_split, setup),
                 cmocka_unit_test(test_names_and_images),
+                cmocka_unit_test_setup(test_image_dirs, setup),
+                cmocka_unit_test_setup(test_state_dir_refused, setup),
+                cmocka_unit_test(test_host_ports),
         };
         TU_RUN_IN_TMP(tmp, tests);
 }

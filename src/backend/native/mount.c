@@ -113,19 +113,18 @@ static int plan_host_image(const rootfs_opts *o, mnt_plan *p) {
  * image the parent makes in the container's own dir, bound in instead.
  * The host's /etc is not involved. */
 static int plan_dir_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
-        static const char *const denied[] = {"/", "/proc", "/sys", "/dev", "/etc", "/usr", "/boot"};
         cleanup_free char *opts = NULL;
         char text[512];
-        struct stat st;
+        struct stat st, host_root;
 
-        for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
-                if (strcmp(o->image, denied[i]) == 0)
-                        return cm_err_set(err, EPERM,
-                                          "\"%s\" cannot be an image; give a directory holding a root "
-                                          "file system",
-                                          o->image);
+        /* The policy (CONTAINER_MCP_IMAGE_DIRS) chose the path; this is the
+         * backend's own last word: never the host's root, whatever spelling
+         * reached it ("/usr/..", "//"), and the child mounts exactly the
+         * directory seen here (dev/ino, no symlink on the way). */
         if (stat(o->image, &st) < 0 || !S_ISDIR(st.st_mode))
                 return cm_err_set(err, ENOENT, "image directory \"%s\" does not exist", o->image);
+        if (stat("/", &host_root) == 0 && st.st_dev == host_root.st_dev && st.st_ino == host_root.st_ino)
+                return cm_err_set(err, EPERM, "\"%s\" is the host's root directory and cannot be an image", o->image);
         /* Its own step: a failure there means "no overlay for this image"
          * (container.c falls back to a copy). */
         p->step = SB_STEP_OVERLAY;
@@ -135,14 +134,18 @@ static int plan_dir_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
                 mnt_add(p, MNT_RDONLY, NULL, ".root", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
                 p->ops[p->n - 1].keep_rw = true;
         } else {
-                if (strchr(o->image, ',') || strchr(o->image, ':') || strchr(o->stage, ','))
-                        return cm_err_set(err, EINVAL, "image path \"%s\" may not contain ',' or ':'", o->image);
-                opts = xasprintf("lowerdir=%s,upperdir=%s/.upper,workdir=%s/.work%s", o->image, o->stage, o->stage,
+                if (strchr(o->stage, ',') || strchr(o->stage, ':'))
+                        return cm_err_set(err, EINVAL, "state dir path \"%s\" may not contain ',' or ':'", o->stage);
+                /* lowerdir comes from the checked fd at mount time */
+                opts = xasprintf("upperdir=%s/.upper,workdir=%s/.work%s", o->stage, o->stage,
                                  o->userns ? ",userxattr" : "");
                 mnt_add(p, MNT_MKDIR, NULL, ".upper", NULL, 0, 0755);
                 mnt_add(p, MNT_MKDIR, NULL, ".work", NULL, 0, 0700);
                 mnt_add(p, MNT_MKDIR, NULL, ".root", NULL, 0, 0755);
-                mnt_add(p, MNT_OVERLAY, NULL, ".root", opts, MS_NOSUID | MS_NODEV, 0);
+                mnt_add(p, MNT_OVERLAY, o->image, ".root", opts, MS_NOSUID | MS_NODEV, 0);
+                p->ops[p->n - 1].check_id = true;
+                p->ops[p->n - 1].dev = st.st_dev;
+                p->ops[p->n - 1].ino = st.st_ino;
         }
         mnt_add(p, MNT_CHDIR, NULL, ".root", NULL, 0, 0);
         p->step = SB_STEP_ROOTFS;
@@ -393,13 +396,11 @@ static int touch(const char *path, unsigned mode) {
 
 /* Open src with no symlink anywhere on the way (openat2, Linux 5.6; else
  * O_NOFOLLOW on the last component only) and check it is the object the
- * parent planned for; bind it through its fd. */
-static int bind_checked(const mnt_op *op) {
+ * parent planned for.  EXDEV when it is not. */
+static int open_checked(const mnt_op *op) {
         struct cm_open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
-        char fdpath[64];
         struct stat st;
         int fd = sys_openat2(AT_FDCWD, op->src, &how);
-        int r;
 
         if (fd < 0 && errno == ENOSYS)
                 fd = open(op->src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -410,8 +411,36 @@ static int bind_checked(const mnt_op *op) {
                 errno = EXDEV;
                 return -1;
         }
+        return fd;
+}
+
+/* Bind src through its checked fd. */
+static int bind_checked(const mnt_op *op) {
+        char fdpath[64];
+        int fd = open_checked(op), r;
+
+        if (fd < 0)
+                return -1;
         (void)snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
         r = mount(fdpath, op->dst, NULL, MS_BIND | MS_REC, NULL);
+        (void)close(fd);
+        return r;
+}
+
+/* An overlay whose lower layer is the image directory through its checked
+ * fd, so a path swapped after the policy check is never mounted. */
+static int overlay_checked(const mnt_op *op) {
+        char opts[8192];
+        int fd = open_checked(op), r;
+
+        if (fd < 0)
+                return -1;
+        if (snprintf(opts, sizeof opts, "lowerdir=/proc/self/fd/%d,%s", fd, op->data) >= (int)sizeof opts) {
+                (void)close(fd);
+                errno = ENAMETOOLONG;
+                return -1;
+        }
+        r = mount("overlay", op->dst, "overlay", op->flags, opts);
         (void)close(fd);
         return r;
 }
@@ -440,7 +469,10 @@ static int run_op(const mnt_op *op) {
         case MNT_MKNOD: return mknod(op->dst, S_IFCHR | op->mode, (dev_t)op->flags) < 0 && errno != EEXIST ? -1 : 0;
         case MNT_MASK: return mask(op->dst);
         case MNT_RDONLY: return set_attr(op->dst, op->flags, op->keep_rw);
-        case MNT_OVERLAY: return mount("overlay", op->dst, "overlay", op->flags, op->data);
+        case MNT_OVERLAY:
+                if (op->check_id)
+                        return overlay_checked(op);
+                return mount("overlay", op->dst, "overlay", op->flags, op->data);
         case MNT_CHDIR: return chdir(op->dst);
         }
         errno = EINVAL;
@@ -476,11 +508,11 @@ int mnt_plan_run(const mnt_plan *p, int step, sb_err *e) {
                         continue;
                 if (op->optional && (errno == ENOENT || errno == EINVAL || errno == ELOOP))
                         continue;
-                if (op->kind == MNT_BIND && errno == EXDEV)
+                if ((op->kind == MNT_BIND || op->kind == MNT_OVERLAY) && errno == EXDEV)
                         return sb_fail(e, step, errno,
-                                       "bind %s on /%s: it changed (or became a symlink) after the "
+                                       "%s %s on /%s: it changed (or became a symlink) after the "
                                        "policy check",
-                                       op->src, op->dst);
+                                       op->kind == MNT_BIND ? "bind" : "overlay of", op->src, op->dst);
                 if (op->kind == MNT_BIND)
                         return sb_fail(e, step, errno, "bind %s on /%s", op->src, op->dst);
                 return sb_fail(e, step, errno, "%s /%s", op_name(op->kind), op->dst);

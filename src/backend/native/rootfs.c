@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "backend/native/internal.h"
+#include "backend/native/linux.h"
 #include "util/cleanup.h"
 #include "util/copy.h"
 
@@ -179,7 +180,11 @@ int rootfs_copy(const native *n, const char *image, const char *dst, const char 
                 (void)mkdir(scratch, 0700);
                 (void)mkdir(parent, 0700);
         }
-        src = open(image, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        /* the policy's canonical path, with no symlink on the way now */
+        src = sys_openat2(AT_FDCWD, image,
+                          &(struct cm_open_how){.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS});
+        if (src < 0 && errno == ENOSYS)
+                src = open(image, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         dfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (src < 0)
                 return cm_err_sys(err, errno, "image directory \"%s\"", image);
