@@ -341,6 +341,63 @@ static void test_helper_dies_with_sandbox(void **state) {
         assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
 }
 
+/* A status line's value from /proc/<pid>/status, or "" */
+static void status_field(pid_t pid, const char *key, char *buf, size_t size) {
+        cleanup_free char *path = xasprintf("/proc/%d/status", (int)pid);
+        char line[256];
+        FILE *f = fopen(path, "re");
+        buf[0] = 0;
+        while (f && fgets(line, sizeof line, f))
+                if (strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == ':') {
+                        (void)snprintf(buf, size, "%s", line + strlen(key) + 1 + strspn(line + strlen(key) + 1, " \t"));
+                        buf[strcspn(buf, "\n")] = 0;
+                }
+        if (f)
+                (void)fclose(f);
+}
+
+/* The user-mode stack runs on the host with the server's ids: it must be
+ * confined (issue 7: slirp4netns ran as root with every capability and no
+ * seccomp).  Both stacks: a seccomp filter, no_new_privs and a mount
+ * namespace that is not the host's.  slirp4netns keeps no capability but
+ * binding low ports; pasta, as root, keeps CAP_SYS_ADMIN too (its own
+ * choice, to reach the sandbox's namespace; it cannot be asked to drop it). */
+static void test_helper_confined(void **state) {
+        char *argv[] = {S("sleep"), S("1000"), NULL};
+        cm_run_spec spec = {.image = "host", .argv = argv, .argc = 2, .network = true};
+        cm_err err = CM_ERR_INIT;
+        cleanup_free char *id = NULL, *mnt = NULL, *self_mnt = NULL, *stack = NULL;
+        char seccomp[32], capeff[32], nnp[32], link_a[64] = "", link_b[64] = "";
+        unsigned long long caps, allowed = 1ull << 10; /* CAP_NET_BIND_SERVICE */
+        json_t *j;
+        pid_t helper;
+        (void)state;
+
+        if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
+                fail_msg("run: %s", err.msg);
+        j = inspect(id);
+        helper = (pid_t)json_integer_value(json_object_get(json_object_get(json_object_get(j, "net"), "helper"), "pid"));
+        stack = xstrdup(json_string_value(json_object_get(json_object_get(j, "net"), "stack")));
+        json_decref(j);
+        assert_true(helper > 0);
+        if (strcmp(stack, "pasta") == 0)
+                allowed |= 1ull << 21; /* CAP_SYS_ADMIN */
+        status_field(helper, "Seccomp", seccomp, sizeof seccomp);
+        status_field(helper, "CapEff", capeff, sizeof capeff);
+        status_field(helper, "NoNewPrivs", nnp, sizeof nnp);
+        caps = strtoull(capeff, NULL, 16);
+        if (strcmp(seccomp, "2") != 0 || strcmp(nnp, "1") != 0 || (caps & ~allowed))
+                fail_msg("the network helper %s (pid %d) runs with Seccomp: %s, NoNewPrivs: %s, CapEff: %s", stack,
+                         (int)helper, seccomp, nnp, capeff);
+        mnt = xasprintf("/proc/%d/ns/mnt", (int)helper);
+        self_mnt = xasprintf("/proc/%d/ns/mnt", (int)getpid());
+        /* unprivileged, pasta is not dumpable: its namespaces are hidden */
+        assert_true(readlink(self_mnt, link_b, sizeof link_b - 1) > 0);
+        if (readlink(mnt, link_a, sizeof link_a - 1) > 0 || errno != EACCES)
+                assert_string_not_equal(link_a, link_b);
+        assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
+}
+
 /* `ip` with fixed arguments, no shell; true when it exits 0. */
 static bool ip(const char *const *args) {
         pid_t pid = fork();
@@ -510,6 +567,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_reaches_host_address),    cmocka_unit_test(test_host_loopback_unreachable),
                 cmocka_unit_test(test_no_network_by_default),   cmocka_unit_test(test_no_helper_after_run_wait),
                 cmocka_unit_test(test_published_port),          cmocka_unit_test(test_helper_dies_with_sandbox),
+                cmocka_unit_test(test_helper_confined),
                 cmocka_unit_test(test_dns),                     cmocka_unit_test(test_dns_loopback_stub),
         };
         cm_backend_status st;

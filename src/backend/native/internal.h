@@ -531,6 +531,9 @@ void state_delete(const nstate *s);
 char *state_to_json(const nstate *s);
 int state_name_taken(const native *n, const char *name);
 void state_kill_init(const nstate *s);
+/* The record's init is alive (start time) and is the init of a pid
+ * namespace below ours: never a host process a forged record names. */
+bool init_alive(const nstate *s);
 /* Reap (or adopt) sandboxes whose server died. */
 void state_reap_orphans(native *n);
 

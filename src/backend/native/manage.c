@@ -22,7 +22,7 @@ int native_init_pidfd(const nstate *s) {
         if (s->init_pid <= 0)
                 return -1;
         fd = sys_pidfd_open(s->init_pid, 0);
-        if (fd >= 0 && !proc_alive(s->init_pid, s->init_start)) {
+        if (fd >= 0 && !init_alive(s)) {
                 (void)close(fd);
                 return -1;
         }
@@ -36,7 +36,7 @@ int native_root_fd(const nstate *s, int *ret_fd, cm_err *err) {
         if (!s->userns) {
                 (void)snprintf(path, sizeof path, "/proc/%d/root", (int)s->init_pid);
                 fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-                if (fd < 0 || !proc_alive(s->init_pid, s->init_start)) {
+                if (fd < 0 || !init_alive(s)) {
                         if (fd >= 0)
                                 (void)close(fd);
                         return cm_err_set(err, ESRCH, "container %s is not running", s->name);

@@ -88,6 +88,34 @@ bool proc_alive(pid_t pid, uint64_t start) {
         return now != 0 && now == start;
 }
 
+/* pid is pid 1 of a pid namespace below ours: the last of its NSpid ids
+ * (ours first, its own namespace's last) is 1, and there are two or more. */
+static bool pid_is_ns_init(pid_t pid) {
+        char path[32], buf[2048];
+        const char *line;
+        int levels = 0;
+        long last = 0;
+
+        (void)snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+        if (read_file(path, buf, sizeof buf) <= 0 || !(line = strstr(buf, "\nNSpid:")))
+                return false;
+        for (char *p = (char *)line + 7; *p && *p != '\n';) {
+                char *end;
+                long v = strtol(p, &end, 10);
+                if (end == p)
+                        break;
+                levels++, last = v, p = end;
+        }
+        return levels >= 2 && last == 1;
+}
+
+bool init_alive(const nstate *s) {
+        /* A record is a file: were a sandbox ever to reach one, it could name
+         * any host process with that process's start time.  Only a process
+         * that is the init of a pid namespace below ours is taken as one. */
+        return s->init_pid > 0 && proc_alive(s->init_pid, s->init_start) && pid_is_ns_init(s->init_pid);
+}
+
 int64_t now_ms(void) {
         struct timespec ts;
         (void)clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -212,6 +212,12 @@ static void build_argv(const native *n, const net_info *info, int userns_fd, int
                 arg(a, xstrdup("--udp-ns"));
                 arg(a, xstrdup("none"));
         } else {
+                /* Its own mount namespace with nothing of the host's files,
+                 * every capability but NET_BIND_SERVICE dropped (as root),
+                 * and a syscall filter: pasta confines itself the same way
+                 * unasked. */
+                arg(a, xstrdup("--enable-sandbox"));
+                arg(a, xstrdup("--enable-seccomp"));
                 arg(a, xstrdup("--configure"));
                 arg(a, xstrdup("--mtu=65520"));
                 arg(a, xstrdup("--disable-host-loopback"));

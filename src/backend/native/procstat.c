@@ -114,7 +114,7 @@ static void walk_from(walk *w, pid_t init) {
 int proc_stats(const nstate *s, bool io_only, cm_stats *ret) {
         walk w = {-1, s, ret, io_only, sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE)};
 
-        if (s->init_pid <= 0 || proc_start_time(s->init_pid) != s->init_start)
+        if (!init_alive(s))
                 return -ESRCH;
         w.proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (w.proc < 0)

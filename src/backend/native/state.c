@@ -291,7 +291,7 @@ static void state_refresh(nstate *s) {
         if (s->net.watcher.pid > 0 && s->server_pid == getpid())
                 (void)waitpid(s->net.watcher.pid, NULL, WNOHANG);
         s->exit_code = -1;
-        if (s->init_pid > 0 && proc_alive(s->init_pid, s->init_start)) {
+        if (init_alive(s)) {
                 (void)snprintf(s->state, sizeof s->state, "running");
                 return;
         }
@@ -421,12 +421,12 @@ char *state_to_json(const nstate *s) {
 void state_kill_init(const nstate *s) {
         int fd;
         struct pollfd p;
-        if (s->init_pid <= 0 || !proc_alive(s->init_pid, s->init_start))
+        if (!init_alive(s))
                 return;
         fd = sys_pidfd_open(s->init_pid, 0);
         if (fd < 0)
                 return;
-        if (proc_alive(s->init_pid, s->init_start) && sys_pidfd_send_signal(fd, SIGKILL) == 0) {
+        if (init_alive(s) && sys_pidfd_send_signal(fd, SIGKILL) == 0) {
                 p = (struct pollfd){fd, POLLIN, 0};
                 (void)poll(&p, 1, 2000);
         }
