@@ -10,7 +10,11 @@
  *
  * Left out on purpose: shadow, gshadow, ssh host keys, sudoers, machine-id,
  * subuid/subgid, /etc/ssl/private, and any service's own configuration
- * (which may hold credentials).  /etc/hosts, /etc/hostname and
+ * (which may hold credentials): so are the tools' configs that often hold
+ * tokens or proxy passwords (npmrc, pip.conf, gitconfig, wgetrc,
+ * environment).  Inside allowed entries, a file or directory that not every
+ * host user may read (root-only), and any *.key, "private" or "secret"
+ * name, stays out too: the copy never holds what the host keeps private.  /etc/hosts, /etc/hostname and
  * /etc/resolv.conf are symlinks to /run/cm/, which each sandbox fills with
  * its own name and DNS (netstack.c). */
 #include <dirent.h>
@@ -58,7 +62,6 @@ static const char *const etc_allow[] = {
         "profile.d",
         "bash.bashrc",
         "inputrc",
-        "environment",
         "locale.alias",
         "locale.gen",
         "default/locale",
@@ -73,10 +76,6 @@ static const char *const etc_allow[] = {
         "python3.12",
         "python3.13",
         "perl",
-        "pip.conf",
-        "npmrc",
-        "gitconfig",
-        "wgetrc",
         "vim",
         "java-17-openjdk",
         "java-21-openjdk",
@@ -193,6 +192,20 @@ static void watch_tree(int ino, const char *path, int depth) {
         (void)closedir(d);
 }
 
+/* What the host keeps from its other users, or what looks like a key,
+ * never enters the copy. */
+static bool private_entry(const char *name, const struct stat *st) {
+        size_t n = strlen(name);
+        if (S_ISREG(st->st_mode) && !(st->st_mode & S_IROTH))
+                return true;
+        if (S_ISDIR(st->st_mode) && (st->st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH))
+                return true;
+        if (strstr(name, "private") || strstr(name, "secret"))
+                return true;
+        /* certificates (*.pem, *.crt) are public; keys are not */
+        return n > 4 && strcmp(name + n - 4, ".key") == 0;
+}
+
 static int sync_entry(int sdir, int ddir, const char *name, int depth) {
         struct stat st, dst;
         char link[4096], old[4096];
@@ -202,6 +215,10 @@ static int sync_entry(int sdir, int ddir, const char *name, int depth) {
         if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
                 if (errno == ENOENT)
                         remove_tree(ddir, name);
+                return 0;
+        }
+        if (private_entry(name, &st)) {
+                remove_tree(ddir, name); /* it may have been readable once */
                 return 0;
         }
         if (S_ISLNK(st.st_mode)) {
