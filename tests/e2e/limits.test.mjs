@@ -15,10 +15,21 @@ import { deferred, stdioClient, tmpDir, withTimeout } from './lib.mjs';
 const T = { timeout: 90000 };
 const state = tmpDir('cmcp-lim-state-');
 const allowed = tmpDir('cmcp-lim-allowed-');
-fs.chmodSync(allowed, 0o755);
+fs.chmodSync(allowed, 0o777); // the unprivileged server's runs write their markers here
 const ENV = { CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed };
 
-const open = (env = {}) => stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
+// The unprivileged server's state dir must be its own.
+const nobodyState = tmpDir('cmcp-lim-nobody-');
+fs.chownSync(nobodyState, 65534, 65534);
+
+// `as`: null for this user (root in CI), or 'nobody' for an unprivileged server.
+const open = (env = {}, as = null) => as === 'nobody'
+  ? stdioClient({
+    args: ['serve'],
+    env: { ...ENV, CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent', ...env },
+    wrap: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'],
+  })
+  : stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
 const call = (s, name, args) => s.client.callTool({ name, arguments: args });
 
 function ok(r) {
@@ -63,7 +74,7 @@ before(async () => {
 });
 
 after(() => {
-  for (const d of [state, allowed]) fs.rmSync(d, { recursive: true, force: true });
+  for (const d of [state, allowed, nobodyState]) fs.rmSync(d, { recursive: true, force: true });
 });
 
 describe('memory and cpus ceilings', () => {
@@ -173,9 +184,11 @@ const blocking = (i) => ({
 });
 
 describe('the container cap counts wait runs', () => {
-  test('five concurrent wait runs with a cap of 2: exactly 2 run, 3 are refused saying how many run and what to change', T, async (t) => {
+  for (const as of [null, 'nobody']) {
+  test(`five concurrent wait runs with a cap of 2: exactly 2 run, 3 are refused saying how many run and what to change${as ? ' (server as nobody)' : ''}`, T, async (t) => {
     if (nativeReason) return t.skip(nativeReason);
-    const s = await open({ CONTAINER_MCP_MAX_CONTAINERS: '2' });
+    if (as && process.getuid() !== 0) return t.skip('needs root to become nobody');
+    const s = await open({ CONTAINER_MCP_MAX_CONTAINERS: '2' }, as);
     const g = gate(allowed);
     let released = false;
     try {
@@ -214,6 +227,7 @@ describe('the container cap counts wait runs', () => {
       await s.close().finally(() => s.kill());
     }
   });
+  }
 
   test('a detached container and wait runs count together', T, async (t) => {
     if (nativeReason) return t.skip(nativeReason);

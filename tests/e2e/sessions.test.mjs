@@ -17,6 +17,8 @@ const TOKEN = 'e2e-sessions-token-0123456789abcdef';
 const state = tmpDir('cmcp-sess-state-');
 const allowed = tmpDir('cmcp-sess-allowed-');
 fs.chmodSync(allowed, 0o755);
+const nobodyState = tmpDir('cmcp-sess-nobody-');
+fs.chownSync(nobodyState, 65534, 65534);
 const ENV = { CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed, CONTAINER_MCP_TOKEN: TOKEN };
 
 // Every tool result any client saw, to grep for session ids at the end of a test.
@@ -90,7 +92,7 @@ before(async () => {
 });
 
 after(() => {
-  for (const d of [state, allowed]) fs.rmSync(d, { recursive: true, force: true });
+  for (const d of [state, allowed, nobodyState]) fs.rmSync(d, { recursive: true, force: true });
 });
 
 describe('sessions over HTTP', () => {
@@ -240,10 +242,19 @@ describe('sessions over HTTP', () => {
 });
 
 describe('sessions over stdio', () => {
-  test('a second stdio server on the same state dir does not see the first\'s containers', T, async (t) => {
+  const stdio = (as) => as === 'nobody'
+    ? stdioClient({
+      args: ['serve'],
+      env: { ...ENV, CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent' },
+      wrap: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'],
+    })
+    : stdioClient({ args: ['serve'], env: ENV });
+  for (const as of [null, 'nobody'])
+  test(`a second stdio server on the same state dir does not see the first's containers${as ? ' (as nobody)' : ''}`, T, async (t) => {
     if (nativeReason) return t.skip(nativeReason);
-    const one = await stdioClient({ args: ['serve'], env: ENV });
-    const two = await stdioClient({ args: ['serve'], env: ENV });
+    if (as && process.getuid() !== 0) return t.skip('needs root to become nobody');
+    const one = await stdio(as);
+    const two = await stdio(as);
     try {
       const c = ok(await one.client.callTool({ name: 'run_container', arguments: { image: 'host', name: 'solo', command: ['sleep', '300'] } }));
       const list = ok(await two.client.callTool({ name: 'list_containers', arguments: { all: true } })).containers;
