@@ -165,6 +165,38 @@ function whenExists(dir, name) {
   return withTimeout(d.promise, 30000, `${file} to appear`).finally(() => w.close());
 }
 
+// Resolves once `n` files named prefix* are in `dir` (event-driven).
+function whenCount(dir, prefix, n) {
+  const count = () => fs.readdirSync(dir).filter((f) => f.startsWith(prefix)).length;
+  const d = deferred();
+  const w = fs.watch(dir, () => {
+    if (count() >= n) d.resolve();
+  });
+  if (count() >= n) d.resolve();
+  d.promise.finally(() => w.close());
+  return { promise: d.promise, stop: () => { w.close(); d.resolve(); } };
+}
+
+// The first `k` calls to answer; fails as soon as more wait runs have
+// started than the cap allows (the old behaviour: all of them run).
+async function firstAnswers(calls, k, cap) {
+  const over = whenCount(allowed, 'started-', cap + 1);
+  const tooMany = over.promise.then(() => ({ over: true }));
+  const got = [];
+  const pending = new Set(calls);
+  try {
+    for (let i = 0; i < k; i++) {
+      const done = await Promise.race([tooMany, ...[...pending].map((p) => p.then((v) => ({ p, v })))]);
+      assert.ok(!done.over, `more than ${cap} wait runs started at once with CONTAINER_MCP_MAX_CONTAINERS=${cap}`);
+      pending.delete(done.p);
+      got.push(done.v);
+    }
+  } finally {
+    over.stop();
+  }
+  return { got, pending };
+}
+
 // The wait runs hold until the test lets them go: each opens a FIFO in the
 // mounted dir while the test holds its write end (so the open does not
 // block), says it started, and reads until the test closes that end.
@@ -194,13 +226,7 @@ describe('the container cap counts wait runs', () => {
     try {
       const calls = [0, 1, 2, 3, 4].map((i) => call(s, 'run_container', blocking(i)).then((r) => ({ i, r })));
       // The refusals come back while the 2 others hold their slots.
-      const refusedOnes = [];
-      const pending = new Set(calls);
-      for (let k = 0; k < 3; k++) {
-        const done = await Promise.race([...pending].map((p) => p.then((v) => ({ p, v }))));
-        pending.delete(done.p);
-        refusedOnes.push(done.v);
-      }
+      const { got: refusedOnes, pending } = await firstAnswers(calls, 3, 2);
       for (const { r } of refusedOnes) {
         refused(r, /^2 containers are running \(0 listed, 2 runs starting or running to completion, of every session\), the most CONTAINER_MCP_MAX_CONTAINERS=2 allows/,
           /raise CONTAINER_MCP_MAX_CONTAINERS/);
@@ -236,17 +262,8 @@ describe('the container cap counts wait runs', () => {
     let released = false;
     try {
       const d = ok(await call(s, 'run_container', { image: 'host', command: ['sleep', '300'] }));
-      const results = await (async () => {
-        const calls = [0, 1, 2, 3].map((i) => call(s, 'run_container', blocking(i)).then((r) => ({ i, r })));
-        const got = [];
-        const pending = new Set(calls);
-        for (let k = 0; k < 3; k++) {
-          const done = await Promise.race([...pending].map((p) => p.then((v) => ({ p, v }))));
-          pending.delete(done.p);
-          got.push(done.v);
-        }
-        return { got, pending };
-      })();
+      const calls = [0, 1, 2, 3].map((i) => call(s, 'run_container', blocking(i)).then((r) => ({ i, r })));
+      const results = await firstAnswers(calls, 3, 1);
       for (const { r } of results.got)
         refused(r, /^2 containers are running \(1 listed, 1 runs starting or running to completion/, /CONTAINER_MCP_MAX_CONTAINERS=2/);
       const [last] = [...results.pending];

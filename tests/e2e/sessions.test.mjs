@@ -49,7 +49,7 @@ function refusal(r) {
 const noSuch = (ref) => `no container "${ref}"; call list_containers for the ids and names`;
 
 async function httpServer(env = {}) {
-  const srv = await startHttp({ env: { ...ENV, ...env }, toolsets: false });
+  const srv = await startHttp({ args: ['--log-level', 'info'], env: { ...ENV, ...env }, toolsets: false });
   const open = () => httpClient(srv.url, { requestInit: { headers: { Authorization: `Bearer ${TOKEN}` } } });
   return { srv, open };
 }
