@@ -339,15 +339,16 @@ static int load_env(cm_config *cfg, cm_err *err) {
         return load_numbers(cfg, err);
 }
 
-/* A number of cpus: decimal digits with an optional fraction, in (0, 1024]
- * (the run_container schema's maximum). */
+/* A number of cpus: decimal digits with an optional fraction, in
+ * [0.01, 1024] (what run_container accepts: a cgroup quota under 1 ms per
+ * 100 ms is refused by the kernel; 1024 is the schema's maximum). */
 static int parse_cpus(const char *v, double *ret) {
         char *end;
         double c;
         if (!isdigit((unsigned char)*v) || strspn(v, "0123456789.") != strlen(v))
                 return -EINVAL;
         c = strtod(v, &end);
-        if (*end || !(c > 0) || c > 1024)
+        if (*end || !(c >= 0.01) || c > 1024)
                 return -EINVAL;
         *ret = c;
         return 0;
@@ -364,8 +365,8 @@ static int load_ceilings(cm_config *cfg, cm_err *err) {
                                           v);
         }
         if ((v = getenv("CONTAINER_MCP_MAX_CPUS")) && *v && parse_cpus(v, &cfg->max_cpus) < 0)
-                return cm_err_set(err, EINVAL, "CONTAINER_MCP_MAX_CPUS=%s: expected a number above 0 and at most 1024, "
-                                  "like 4 or 0.5", v);
+                return cm_err_set(err, EINVAL, "CONTAINER_MCP_MAX_CPUS=%s: expected a number from 0.01 to 1024, like 4 "
+                                  "or 0.5", v);
         /* A default the operator set above the ceiling is a contradiction to
          * report; the built-in default (2g, 2 cpus) just shrinks to fit a
          * small host. */

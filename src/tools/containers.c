@@ -193,6 +193,14 @@ static void release_slot(cm_app *app) {
         (void)pthread_mutex_unlock(&app->run_lock);
 }
 
+/* The same words whoever holds the name. */
+static int name_taken(const char *name, cm_err *err) {
+        return cm_err_set(err, EEXIST,
+                          "name \"%s\" is taken by another container (this session's or another's); choose another "
+                          "name, or leave name out for a generated one",
+                          name);
+}
+
 /* A name must be unique among every container of the backend, this
  * session's or not.  The refusal reads the same whoever holds the name, so
  * it tells another session's agent only that the name is taken. */
@@ -215,10 +223,7 @@ static int check_name_free(mcp_call *call, cm_backend *b, const char *name, cm_e
         }
         free(all);
         if (taken)
-                return cm_err_set(err, EEXIST,
-                                  "name \"%s\" is taken by another container (this session's or another's); choose "
-                                  "another name, or leave name out for a generated one",
-                                  name);
+                return name_taken(name, err);
         return 0;
 }
 
@@ -268,10 +273,7 @@ static int run_detached(cm_backend *b, run_plan *p, json_t **ret, char **ret_tex
         json_t *ports;
         if (b->ops->run(b, &p->spec, &id, err) < 0) {
                 if (err->code == EEXIST && p->spec.name) /* lost a race for the name: say it as check_name_free */
-                        cm_err_set(err, EEXIST,
-                                   "name \"%s\" is taken by another container (this session's or another's); choose "
-                                   "another name, or leave name out for a generated one",
-                                   p->spec.name);
+                        (void)name_taken(p->spec.name, err);
                 return -1;
         }
         ports = p->spec.n_ports > 0 ? published_ports(b, id) : NULL;

@@ -133,7 +133,7 @@ static void test_ceilings(void **state) {
                 cm_config_free(&c);
         }
         (void)unsetenv("CONTAINER_MCP_MAX_MEMORY");
-        static const char *const bad_cpus[] = {"0", "-1", "1025", "inf", "nan", "0x2", "1e2", "two"};
+        static const char *const bad_cpus[] = {"0", "0.001", "-1", "1025", "inf", "nan", "0x2", "1e2", "two"};
         for (size_t i = 0; i < ARRAY_SIZE(bad_cpus); i++) {
                 (void)setenv("CONTAINER_MCP_MAX_CPUS", bad_cpus[i], 1);
                 assert_true(cm_config_load(&c, NULL, &err) < 0);
