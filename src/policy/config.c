@@ -365,8 +365,8 @@ static int load_ceilings(cm_config *cfg, cm_err *err) {
                                           v);
         }
         if ((v = getenv("CONTAINER_MCP_MAX_CPUS")) && *v && parse_cpus(v, &cfg->max_cpus) < 0)
-                return cm_err_set(err, EINVAL, "CONTAINER_MCP_MAX_CPUS=%s: expected a number from 0.01 to 1024, like 4 "
-                                  "or 0.5", v);
+                return cm_err_set(err, EINVAL,
+                                  "CONTAINER_MCP_MAX_CPUS=%s: expected a number from 0.01 to 1024, like 4 or 0.5", v);
         /* A default the operator set above the ceiling is a contradiction to
          * report; the built-in default (2g, 2 cpus) just shrinks to fit a
          * small host. */

@@ -67,8 +67,7 @@ bool cm_tool_visible(mcp_call *call, const cm_container_info *c) {
         const cm_config *cfg = cm_call_app(call)->cfg;
         const char *owner = label(c, CM_LABEL_SESSION);
         char mine[CM_OWNER_HEX + 1];
-        if (cfg->share_containers || in_list(cfg->shared_containers, c->id) ||
-            in_list(cfg->shared_containers, c->name))
+        if (cfg->share_containers || in_list(cfg->shared_containers, c->id) || in_list(cfg->shared_containers, c->name))
                 return true;
         if (!cm_container_managed(c))
                 return cfg->allow_unmanaged;

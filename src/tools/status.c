@@ -40,12 +40,12 @@ static json_t *policy_limits_json(const cm_config *c, json_t *pol) {
 }
 
 static json_t *policy_json(const cm_config *c) {
-        return policy_limits_json(c, json_pack("{s:b, s:b, s:b, s:o, s:f, s:I, s:i, s:I, s:s, s:o, s:b}", "readonly", c->readonly,
+        return json_pack("{s:b, s:b, s:b, s:o, s:f, s:I, s:i, s:I, s:s, s:o, s:b}", "readonly", c->readonly,
                          "allowNetwork", c->allow_network, "allowUnmanaged", c->allow_unmanaged, "allowedMounts",
                          strv_json(c->allowed_mounts), "defaultCpus", c->default_cpus, "defaultMemoryBytes",
                          (json_int_t)c->default_memory, "maxContainers", (int)c->max_containers, "timeoutMs",
                          (json_int_t)c->timeout_ms, "agentName", c->agent_name, "toolsets", strv_json(c->toolsets),
-                         "httpToken", c->token != NULL));
+                         "httpToken", c->token != NULL);
 }
 
 json_t *cm_status_json(cm_app *app, const char *protocol_version) {
@@ -56,7 +56,7 @@ json_t *cm_status_json(cm_app *app, const char *protocol_version) {
         return json_pack("{s:{s:s, s:s}, s:s?, s:s?, s:o, s:o}", "server", "name", "container-mcp", "version",
                          CM_VERSION, "protocolVersion", protocol_version, "activeBackend",
                          app->active ? app->active->ops->name : NULL, "backends", backends, "policy",
-                         policy_json(app->cfg));
+                         policy_limits_json(app->cfg, policy_json(app->cfg)));
 }
 
 /* A short text for people and agents; the JSON is in structuredContent. */
