@@ -65,30 +65,68 @@ int cm_parse_bool(const char *s, bool *ret) {
         return -EINVAL;
 }
 
+static int64_t unit_of(const char *u, const char **ret_end) {
+        static const char units[] = "kmgt";
+        const char *hit = *u ? strchr(units, tolower((unsigned char)*u)) : NULL;
+        *ret_end = hit ? u + 1 : u;
+        return hit ? (int64_t)1 << (10 * (hit - units + 1)) : 1;
+}
+
+/* Written out instead of strtod, which also reads hex, exponents, inf, nan
+ * and a leading sign or space: a size is digits and an optional fraction. */
 int cm_parse_size(const char *s, int64_t *ret) {
-        char *end;
-        double v, mul = 1;
-        if (!s || !*s || isspace((unsigned char)*s))
+        const char *p = s, *end;
+        int64_t whole = 0, mul, frac_bytes;
+        double frac = 0, scale = 0.1;
+        if (!s || !isdigit((unsigned char)*p))
                 return -EINVAL;
-        errno = 0;
-        v = strtod(s, &end);
-        if (errno || end == s || v < 0 || !isfinite(v))
-                return -EINVAL;
-        switch (tolower((unsigned char)*end)) {
-        case 0: break;
-        case 'k': mul = 1024.0; break;
-        case 'm': mul = 1024.0 * 1024; break;
-        case 'g': mul = 1024.0 * 1024 * 1024; break;
-        case 't': mul = 1024.0 * 1024 * 1024 * 1024; break;
-        default: return -EINVAL;
+        for (; isdigit((unsigned char)*p); p++) {
+                if (whole > (INT64_MAX - (*p - '0')) / 10)
+                        return -ERANGE;
+                whole = whole * 10 + (*p - '0');
         }
-        if (*end && end[1] && !(tolower((unsigned char)end[1]) == 'b' && !end[2]) &&
-            !(tolower((unsigned char)end[1]) == 'i' && tolower((unsigned char)end[2]) == 'b' && !end[3]))
+        if (*p == '.') {
+                if (!isdigit((unsigned char)*++p))
+                        return -EINVAL;
+                for (; isdigit((unsigned char)*p); p++, scale /= 10)
+                        frac += (*p - '0') * scale;
+        }
+        mul = unit_of(p, &end);
+        if (*end && strcasecmp(end, "b") != 0 && !(end > p && strcasecmp(end, "ib") == 0))
                 return -EINVAL;
-        if (v * mul > (double)INT64_MAX)
+        if (whole > INT64_MAX / mul)
                 return -ERANGE;
-        *ret = (int64_t)(v * mul);
+        frac_bytes = (int64_t)(frac * (double)mul);
+        if (whole * mul > INT64_MAX - frac_bytes)
+                return -ERANGE;
+        *ret = whole * mul + frac_bytes;
         return 0;
+}
+
+void cm_format_size(int64_t bytes, char ret[32]) {
+        static const char units[] = "kmgt";
+        int u = -1;
+        double v = (double)bytes;
+        while (u < 3 && v >= 1024) {
+                v /= 1024;
+                u++;
+        }
+        if (u < 0)
+                (void)snprintf(ret, 32, "%lld", (long long)bytes);
+        else if (v == (double)(int64_t)v)
+                (void)snprintf(ret, 32, "%lld%c", (long long)v, units[u]);
+        else
+                (void)snprintf(ret, 32, "%.1f%c", v, units[u]);
+}
+
+int64_t cm_host_memory(void) {
+        long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+        return pages > 0 && size > 0 ? (int64_t)pages * size : INT64_MAX;
+}
+
+double cm_host_cpus(void) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        return n > 0 ? (double)n : 1;
 }
 
 /* Values from an env-file fill only what the environment leaves unset. */
@@ -324,6 +362,70 @@ static int load_env(cm_config *cfg, cm_err *err) {
         return load_numbers(cfg, err);
 }
 
+/* A number of cpus: decimal digits with an optional fraction, in
+ * [0.01, 1024] (what run_container accepts: a cgroup quota under 1 ms per
+ * 100 ms is refused by the kernel; 1024 is the schema's maximum). */
+static int parse_cpus(const char *v, double *ret) {
+        char *end;
+        double c;
+        if (!isdigit((unsigned char)*v) || strspn(v, "0123456789.") != strlen(v))
+                return -EINVAL;
+        c = strtod(v, &end);
+        if (*end || !(c >= 0.01) || c > 1024)
+                return -EINVAL;
+        *ret = c;
+        return 0;
+}
+
+static int load_ceilings(cm_config *cfg, cm_err *err) {
+        const char *v;
+        char have[32];
+        if ((v = getenv("CONTAINER_MCP_MAX_MEMORY")) && *v) {
+                if (cm_parse_size(v, &cfg->max_memory) < 0 || cfg->max_memory < (4 << 20))
+                        return cm_err_set(err, EINVAL,
+                                          "CONTAINER_MCP_MAX_MEMORY=%s: expected a size of at least 4m, like 512m "
+                                          "or 16g",
+                                          v);
+        }
+        if ((v = getenv("CONTAINER_MCP_MAX_CPUS")) && *v && parse_cpus(v, &cfg->max_cpus) < 0)
+                return cm_err_set(err, EINVAL,
+                                  "CONTAINER_MCP_MAX_CPUS=%s: expected a number from 0.01 to 1024, like 4 or 0.5", v);
+        /* A default the operator set above the ceiling is a contradiction to
+         * report; the built-in default (2g, 2 cpus) just shrinks to fit a
+         * small host. */
+        cm_format_size(cfg->max_memory, have);
+        if (cfg->default_memory > cfg->max_memory) {
+                if ((v = getenv("CONTAINER_MCP_DEFAULT_MEMORY")) && *v)
+                        return cm_err_set(err, EINVAL,
+                                          "CONTAINER_MCP_DEFAULT_MEMORY=%s is over the ceiling of %s "
+                                          "(CONTAINER_MCP_MAX_MEMORY); lower it or raise the ceiling",
+                                          v, have);
+                cfg->default_memory = cfg->max_memory;
+        }
+        if (cfg->default_cpus > cfg->max_cpus) {
+                if ((v = getenv("CONTAINER_MCP_DEFAULT_CPUS")) && *v)
+                        return cm_err_set(err, EINVAL,
+                                          "CONTAINER_MCP_DEFAULT_CPUS=%s is over the ceiling of %g "
+                                          "(CONTAINER_MCP_MAX_CPUS); lower it or raise the ceiling",
+                                          v, cfg->max_cpus);
+                cfg->default_cpus = cfg->max_cpus;
+        }
+        return 0;
+}
+
+static int load_sharing(cm_config *cfg, cm_err *err) {
+        const char *v = getenv("CONTAINER_MCP_SHARED_CONTAINERS");
+        if (env_bool("CONTAINER_MCP_SHARE_CONTAINERS", &cfg->share_containers, err) < 0)
+                return -EINVAL;
+        if (v && *v) {
+                cleanup_free char *copy = xstrdup(v);
+                char *save = NULL;
+                for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+                        strv_push(&cfg->shared_containers, t);
+        }
+        return 0;
+}
+
 int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         memset(cfg, 0, sizeof *cfg);
         cfg->page_size = 100;
@@ -338,13 +440,17 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->image_dirs = strv_new();
         cfg->min_host_port = 1024;
         cfg->toolsets = strv_new();
+        cfg->shared_containers = strv_new();
+        cfg->max_memory = cm_host_memory();
+        cfg->max_cpus = cm_host_cpus();
         for (size_t i = 0; cm_default_toolsets[i]; i++)
                 strv_push(&cfg->toolsets, cm_default_toolsets[i]);
         if (env_file && load_env_file(env_file, err) < 0)
                 return -EINVAL;
         cfg->state_dir = default_state_dir();
         cfg->scratch_dir = xasprintf("%s/scratch", cfg->state_dir);
-        if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0)
+        if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0 || load_sharing(cfg, err) < 0 ||
+            load_ceilings(cfg, err) < 0)
                 return -EINVAL;
         return 0;
 }
@@ -355,6 +461,7 @@ void cm_config_free(cm_config *cfg) {
         cm_strv_free(cfg->allowed_mounts);
         cm_strv_free(cfg->image_dirs);
         free(cfg->state_real);
+        cm_strv_free(cfg->shared_containers);
         free(cfg->token);
         free(cfg->scratch_dir);
         free(cfg->state_dir);

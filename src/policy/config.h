@@ -32,6 +32,14 @@ typedef struct cm_config {
         char **image_dirs;        /* canonical roots of directory images, NULL-terminated */
         char *state_real;         /* the state dir, canonical (created at load) */
         unsigned min_host_port;   /* lowest host port a sandbox may publish */
+        /* Sessions (issue 7): by default a session sees only its own
+         * containers and these, by name or id; share_containers turns the
+         * ownership check off for every session of the server. */
+        bool share_containers;     /* CONTAINER_MCP_SHARE_CONTAINERS */
+        char **shared_containers;  /* CONTAINER_MCP_SHARED_CONTAINERS, NULL-terminated */
+        /* Ceilings on what a run may ask for (default: the host's). */
+        int64_t max_memory;        /* bytes, CONTAINER_MCP_MAX_MEMORY */
+        double max_cpus;           /* CONTAINER_MCP_MAX_CPUS */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */
@@ -50,8 +58,16 @@ void cm_config_add_host(cm_config *cfg, const char *host);
 
 bool cm_toolset_enabled(const cm_config *cfg, const char *family);
 
-/* "512m", "2g", "1.5G", "1048576" -> bytes. */
+/* "512m", "2g", "1.5G", "1048576" -> bytes.  Digits, an optional
+ * fraction, an optional k/m/g/t unit (b or ib may follow); -ERANGE when the
+ * value does not fit an int64_t, -EINVAL for anything else. */
 int cm_parse_size(const char *s, int64_t *ret);
+/* A size for people: "23.5g", "512m", "1000" (bytes below 1k). */
+void cm_format_size(int64_t bytes, char ret[32]);
+/* The host's physical memory in bytes and online cores (the default
+ * ceilings). */
+int64_t cm_host_memory(void);
+double cm_host_cpus(void);
 /* 1/true/yes/on and 0/false/no/off, any case. */
 int cm_parse_bool(const char *s, bool *ret);
 

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "tools/tools.h"
 #include "util/cleanup.h"
@@ -18,6 +19,9 @@ int cm_app_open(cm_app *app, cm_config *cfg, cm_err *err) {
         app->cfg = cfg;
         app->n_backends = registry_size();
         app->backends = xcalloc(app->n_backends, sizeof *app->backends);
+        (void)pthread_mutex_init(&app->run_lock, NULL);
+        if (getrandom(app->owner_key, sizeof app->owner_key, 0) != (ssize_t)sizeof app->owner_key)
+                return cm_err_sys(err, errno, "cannot draw the key of the session owner label from getrandom");
         if (cfg->backend && !cm_backend_find(cfg->backend))
                 return cm_err_set(err, EINVAL, "unknown backend \"%s\"; choose native or docker", cfg->backend);
         for (size_t i = 0; i < app->n_backends; i++) {
@@ -41,5 +45,6 @@ void cm_app_close(cm_app *app) {
                 if (app->backends[i])
                         app->backends[i]->ops->free(app->backends[i]);
         free(app->backends);
+        (void)pthread_mutex_destroy(&app->run_lock);
         memset(app, 0, sizeof *app);
 }

@@ -8,6 +8,7 @@
 #include "tools/common.h"
 #include "util/cleanup.h"
 #include "util/json.h"
+#include "util/sha256.h"
 
 cm_backend *cm_tool_backend(mcp_call *call, cm_err *err) {
         cm_app *app = cm_call_app(call);
@@ -47,31 +48,81 @@ bool cm_container_managed(const cm_container_info *c) {
         return v && strcmp(v, "true") == 0;
 }
 
-/* Without a find op: list everything and pick. */
-static int find_by_listing(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
+void cm_tool_owner(mcp_call *call, char ret[CM_OWNER_HEX + 1]) {
+        const cm_app *app = cm_call_app(call);
+        const char *id = mcp_session_id(mcp_call_session(call));
+        uint8_t mac[CM_SHA256_LEN];
+        cm_hmac_sha256(app->owner_key, sizeof app->owner_key, id, strlen(id), mac);
+        cm_hex(mac, CM_OWNER_HEX / 2, ret);
+}
+
+static bool in_list(char *const *v, const char *s) {
+        for (size_t i = 0; s && v && v[i]; i++)
+                if (strcmp(v[i], s) == 0)
+                        return true;
+        return false;
+}
+
+bool cm_tool_visible(mcp_call *call, const cm_container_info *c) {
+        const cm_config *cfg = cm_call_app(call)->cfg;
+        const char *owner = label(c, CM_LABEL_SESSION);
+        char mine[CM_OWNER_HEX + 1];
+        if (cfg->share_containers || in_list(cfg->shared_containers, c->id) || in_list(cfg->shared_containers, c->name))
+                return true;
+        if (!cm_container_managed(c))
+                return cfg->allow_unmanaged;
+        cm_tool_owner(call, mine);
+        return owner && strcmp(owner, mine) == 0;
+}
+
+/* Pick `ref` among the containers the session may see: an id, else a name,
+ * else a unique prefix of an id.  Used without a find op, and when find
+ * says a prefix is ambiguous, which may be only because of containers this
+ * session must not learn of. */
+static int find_visible(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
         cm_container_info *all = NULL;
-        size_t n = 0, hit = SIZE_MAX;
+        size_t n = 0, hit = SIZE_MAX, prefix_hits = 0, prefix = SIZE_MAX;
         if (!b->ops->list)
                 return cm_err_set(err, ENOTSUP, "the %s backend cannot list containers", b->ops->name);
         if (b->ops->list(b, true, &all, &n, err) < 0)
                 return -1;
-        for (size_t i = 0; i < n && hit == SIZE_MAX; i++)
-                if (strcmp(all[i].id, ref) == 0 || (all[i].name && strcmp(all[i].name, ref) == 0))
+        for (size_t i = 0; i < n; i++) {
+                if (!cm_tool_visible(call, &all[i]))
+                        continue;
+                if (strcmp(all[i].id, ref) == 0 || (hit == SIZE_MAX && all[i].name && strcmp(all[i].name, ref) == 0))
                         hit = i;
+                else if (strncmp(all[i].id, ref, strlen(ref)) == 0)
+                        prefix_hits++, prefix = i;
+        }
+        if (hit == SIZE_MAX && prefix_hits == 1)
+                hit = prefix;
         for (size_t i = 0; i < n; i++)
                 if (i != hit)
                         cm_container_info_clear(&all[i]);
-        if (hit == SIZE_MAX) {
-                free(all);
-                return -ENOENT;
-        }
-        *ret = all[hit];
         free(all);
+        if (hit == SIZE_MAX && prefix_hits > 1)
+                return cm_err_set(err, EINVAL, "\"%s\" matches %zu containers; give more of the id", ref, prefix_hits);
+        if (hit == SIZE_MAX)
+                return -ENOENT;
+        *ret = all[hit];
         return 0;
 }
 
 int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
-        int r = b->ops->find ? b->ops->find(b, ref, ret, err) : find_by_listing(b, ref, ret, err);
+        cm_err why = CM_ERR_INIT;
+        int r = b->ops->find ? b->ops->find(b, ref, ret, &why) : -ENOTSUP;
+        if (r == -ENOTSUP || r == -EINVAL)
+                r = find_visible(call, b, ref, ret, err);
+        else if (r < 0 && r != -ENOENT)
+                return cm_err_set(err, why.code, "%s", why.msg);
+        if (r == 0 && cm_container_managed(ret) && !cm_tool_visible(call, ret)) {
+                /* Another session's: the answer must be the one this session
+                 * would get if it did not exist ("no container", or one of its
+                 * own that `ref` also names by prefix), so look again among
+                 * the visible ones only. */
+                cm_container_info_clear(ret);
+                r = find_visible(call, b, ref, ret, err);
+        }
         if (r == -ENOENT)
                 return cm_err_set(err, ENOENT, "no container \"%s\"; call list_containers for the ids and names", ref);
         if (r < 0)
@@ -100,10 +151,11 @@ cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, co
         return cm_tool_find(call, b, ref, ret, err) < 0 ? NULL : b;
 }
 
-void cm_tool_labels(mcp_call *call, cm_kv ret[4]) {
+void cm_tool_labels(mcp_call *call, char owner[CM_OWNER_HEX + 1], cm_kv ret[4]) {
         mcp_session *s = mcp_call_session(call);
+        cm_tool_owner(call, owner);
         ret[0] = (cm_kv){CM_LABEL_MANAGED, "true"};
-        ret[1] = (cm_kv){CM_LABEL_SESSION, mcp_session_id(s)};
+        ret[1] = (cm_kv){CM_LABEL_SESSION, owner};
         ret[2] = (cm_kv){CM_LABEL_CLIENT, mcp_session_client(s)};
         ret[3] = (cm_kv){CM_LABEL_AGENT, cm_call_app(call)->cfg->agent_name};
 }

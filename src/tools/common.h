@@ -8,6 +8,8 @@
 #include "util/json.h"
 
 #define CM_LABEL_MANAGED "dev.container-mcp.managed"
+/* The owning session, as an opaque keyed hash (cm_tool_owner), never the
+ * session id. */
 #define CM_LABEL_SESSION "dev.container-mcp.session"
 #define CM_LABEL_CLIENT "dev.container-mcp.client"
 #define CM_LABEL_AGENT "dev.container-mcp.agent"
@@ -18,8 +20,20 @@ cm_backend *cm_tool_backend(mcp_call *call, cm_err *err);
 int cm_tool_unsupported(cm_backend *b, const char *what, cm_err *err);
 /* Refuse a tool that changes things when CONTAINER_MCP_READONLY is set. */
 int cm_tool_writable(mcp_call *call, const char *tool, cm_err *err);
-/* Find a container by id or name; refuse unmanaged ones unless
- * CONTAINER_MCP_ALLOW_UNMANAGED. */
+/* Hex digits of the owner label (128 bits of HMAC-SHA256). */
+#define CM_OWNER_HEX 32
+/* The owner label of the calling session: HMAC-SHA256 of its id under the
+ * server's random key, truncated, in hex.  Opaque to every client, stable
+ * for the session's life. */
+void cm_tool_owner(mcp_call *call, char ret[CM_OWNER_HEX + 1]);
+/* May the calling session see and act on `c`?  Its own containers, the
+ * ones named in CONTAINER_MCP_SHARED_CONTAINERS, every one with
+ * CONTAINER_MCP_SHARE_CONTAINERS, and unmanaged ones with
+ * CONTAINER_MCP_ALLOW_UNMANAGED (they belong to no session). */
+bool cm_tool_visible(mcp_call *call, const cm_container_info *c);
+/* Find a container by id, name or unique id prefix among those the session
+ * may see (another session's is "no container", exactly as one that does
+ * not exist); refuse unmanaged ones unless CONTAINER_MCP_ALLOW_UNMANAGED. */
 int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);
 bool cm_container_managed(const cm_container_info *c);
 /* The start of every tool that acts on one container: the active backend,
@@ -31,8 +45,9 @@ cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, co
 #define CM_TOOL_TARGET(call, ref, op, what, ret, err)                                                                  \
         cm_tool_target(call, ref, offsetof(cm_backend_ops, op), what, ret, err)
 
-/* The four labels every container gets (strings borrowed from the session). */
-void cm_tool_labels(mcp_call *call, cm_kv ret[4]);
+/* The four labels every container gets (strings borrowed from the session
+ * and from `owner`, which the caller keeps alive). */
+void cm_tool_labels(mcp_call *call, char owner[CM_OWNER_HEX + 1], cm_kv ret[4]);
 
 json_t *cm_exec_result_json(const cm_exec_result *r);
 char *cm_exec_result_text(const cm_exec_result *r);

@@ -1,6 +1,8 @@
 /* run_container and exec_in_container: validate, apply policy, call the
  * backend, shape the result. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +21,7 @@ typedef struct run_plan {
         char *image_real; /* a directory image, canonical */
         cm_port *ports;
         cm_kv labels[4];
+        char owner[CM_OWNER_HEX + 1];
 } run_plan;
 
 static void run_plan_free(run_plan *p) {
@@ -74,16 +77,48 @@ static int plan_ports(const cm_config *cfg, const json_t *arr, run_plan *p, cm_e
         return 0;
 }
 
-static int plan_limits(const cm_config *cfg, const json_t *args, run_plan *p, cm_err *err) {
-        const json_t *mem = json_object_get(args, "memory"), *cpus = json_object_get(args, "cpus");
-        p->spec.cpus = cpus ? json_number_value(cpus) : cfg->default_cpus;
-        p->spec.memory_bytes = cfg->default_memory;
+#define MIN_MEMORY (4 << 20) /* less and the init cannot start */
+#define MIN_CPUS 0.01        /* cgroup v2 takes no quota under 1 ms per 100 ms */
+
+static int plan_memory(const cm_config *cfg, const json_t *mem, int64_t *ret, cm_err *err) {
+        char max[32];
+        *ret = cfg->default_memory;
         if (json_is_integer(mem))
-                p->spec.memory_bytes = json_integer_value(mem);
-        else if (json_is_string(mem) && cm_parse_size(json_string_value(mem), &p->spec.memory_bytes) < 0)
-                return cm_err_set(err, EINVAL, "memory \"%s\": give a size like 512m or 2g", json_string_value(mem));
-        if (p->spec.memory_bytes < (4 << 20))
+                *ret = json_integer_value(mem);
+        else if (json_is_string(mem)) {
+                int r = cm_parse_size(json_string_value(mem), ret);
+                if (r == -ERANGE)
+                        *ret = INT64_MAX; /* over any ceiling: refused below, naming it */
+                else if (r < 0)
+                        return cm_err_set(err, EINVAL, "memory \"%s\": give a size like 512m or 2g",
+                                          json_string_value(mem));
+        }
+        if (*ret < MIN_MEMORY)
                 return cm_err_set(err, EINVAL, "memory: at least 4m, so the container can start");
+        cm_format_size(cfg->max_memory, max);
+        if (*ret > cfg->max_memory) {
+                cleanup_free char *asked = json_is_string(mem) ? xasprintf("%s", json_string_value(mem))
+                                                               : xasprintf("%lld", (long long)*ret);
+                return cm_err_set(err, EINVAL,
+                                  "memory %s is over the ceiling of %s (%lld bytes, CONTAINER_MCP_MAX_MEMORY); ask "
+                                  "for less or have the operator raise CONTAINER_MCP_MAX_MEMORY",
+                                  asked, max, (long long)cfg->max_memory);
+        }
+        return 0;
+}
+
+static int plan_limits(const cm_config *cfg, const json_t *args, run_plan *p, cm_err *err) {
+        const json_t *cpus = json_object_get(args, "cpus");
+        p->spec.cpus = cpus ? json_number_value(cpus) : cfg->default_cpus;
+        if (p->spec.cpus < MIN_CPUS)
+                return cm_err_set(err, EINVAL, "cpus %g: at least %g", p->spec.cpus, MIN_CPUS);
+        if (p->spec.cpus > cfg->max_cpus)
+                return cm_err_set(err, EINVAL,
+                                  "cpus %g is over the ceiling of %g (CONTAINER_MCP_MAX_CPUS); ask for fewer or have "
+                                  "the operator raise CONTAINER_MCP_MAX_CPUS",
+                                  p->spec.cpus, cfg->max_cpus);
+        if (plan_memory(cfg, json_object_get(args, "memory"), &p->spec.memory_bytes, err) < 0)
+                return -EINVAL;
         p->spec.pids = 512;
         return 0;
 }
@@ -116,7 +151,7 @@ static int plan_run(mcp_call *call, const json_t *args, run_plan *p, cm_err *err
         p->spec.network = json_is_true(json_object_get(args, "network")) || cfg->allow_network;
         p->spec.readonly_rootfs = json_is_true(json_object_get(args, "readonlyRootfs"));
         p->spec.timeout_ms = timeout ? json_integer_value(timeout) * 1000 : WAIT_TIMEOUT_MS;
-        cm_tool_labels(call, p->labels);
+        cm_tool_labels(call, p->owner, p->labels);
         p->spec.labels = p->labels;
         p->spec.n_labels = 4;
         return 0;
@@ -133,6 +168,72 @@ static int count_managed_running(cm_backend *b, size_t *ret, cm_err *err) {
                 cm_container_info_clear(&all[i]);
         }
         free(all);
+        return 0;
+}
+
+/* Check the cap and take a slot under one lock, so concurrent calls cannot
+ * all pass the check before any of them starts.  Counted: the managed
+ * containers the backend lists as running (every session's, and other
+ * servers' on the same state dir or engine: the cap protects the host)
+ * plus this server's runs in flight (wait runs live only in the call, and
+ * a detached run is not listed until it has started).  The slot is given
+ * back with release_slot. */
+static int reserve_slot(cm_app *app, cm_backend *b, cm_err *err) {
+        size_t listed;
+        int r = 0;
+        (void)pthread_mutex_lock(&app->run_lock);
+        if (count_managed_running(b, &listed, err) < 0)
+                r = -1;
+        else if (listed + app->runs_in_flight >= app->cfg->max_containers)
+                r = cm_err_set(err, EBUSY,
+                               "%zu containers are running (%zu listed, %u runs starting or running to completion, "
+                               "of every session), the most CONTAINER_MCP_MAX_CONTAINERS=%u allows; wait for a run "
+                               "to finish, remove containers with remove_container (list_containers shows yours), "
+                               "or have the operator raise CONTAINER_MCP_MAX_CONTAINERS",
+                               listed + app->runs_in_flight, listed, app->runs_in_flight, app->cfg->max_containers);
+        else
+                app->runs_in_flight++;
+        (void)pthread_mutex_unlock(&app->run_lock);
+        return r;
+}
+
+static void release_slot(cm_app *app) {
+        (void)pthread_mutex_lock(&app->run_lock);
+        app->runs_in_flight--;
+        (void)pthread_mutex_unlock(&app->run_lock);
+}
+
+/* The same words whoever holds the name. */
+static int name_taken(const char *name, cm_err *err) {
+        return cm_err_set(err, EEXIST,
+                          "name \"%s\" is taken by another container (this session's or another's); choose another "
+                          "name, or leave name out for a generated one",
+                          name);
+}
+
+/* A name must be unique among every container of the backend, this
+ * session's or not.  The refusal reads the same whoever holds the name, so
+ * it tells another session's agent only that the name is taken. */
+static int check_name_free(mcp_call *call, cm_backend *b, const char *name, cm_err *err) {
+        const cm_config *cfg = cm_call_app(call)->cfg;
+        cm_container_info *all = NULL;
+        size_t n = 0;
+        bool taken = false;
+        for (size_t i = 0; cfg->shared_containers[i]; i++)
+                if (strcmp(cfg->shared_containers[i], name) == 0)
+                        return cm_err_set(err, EEXIST,
+                                          "name \"%s\" is reserved: CONTAINER_MCP_SHARED_CONTAINERS lists it for a "
+                                          "container the operator provides to every session; choose another name",
+                                          name);
+        if (b->ops->list(b, true, &all, &n, err) < 0)
+                return -1;
+        for (size_t i = 0; i < n; i++) {
+                taken |= all[i].name && strcmp(all[i].name, name) == 0;
+                cm_container_info_clear(&all[i]);
+        }
+        free(all);
+        if (taken)
+                return name_taken(name, err);
         return 0;
 }
 
@@ -163,51 +264,55 @@ static json_t *published_ports(cm_backend *b, const char *id) {
         return out;
 }
 
+static int run_wait(mcp_call *call, cm_backend *b, run_plan *p, json_t **ret, char **ret_text, cm_err *err) {
+        cm_cancel cancel = {mcp_call_cancel_fd(call)};
+        cm_exec_result res = {0};
+        int r = -1;
+        mcp_call_progress(call, 0, 1, "starting");
+        if (b->ops->run_wait(b, &p->spec, &cancel, &res, err) == 0) {
+                *ret = cm_exec_result_json(&res);
+                *ret_text = cm_exec_result_text(&res);
+                r = 0;
+        }
+        cm_exec_result_clear(&res);
+        return r;
+}
+
+static int run_detached(cm_backend *b, run_plan *p, json_t **ret, char **ret_text, cm_err *err) {
+        cleanup_free char *id = NULL;
+        json_t *ports;
+        if (b->ops->run(b, &p->spec, &id, err) < 0) {
+                if (err->code == EEXIST && p->spec.name) /* lost a race for the name: say it as check_name_free */
+                        (void)name_taken(p->spec.name, err);
+                return -1;
+        }
+        ports = p->spec.n_ports > 0 ? published_ports(b, id) : NULL;
+        *ret = json_pack("{s:s, s:s?, s:s, s:s}", "id", id, "name", p->spec.name, "image", p->spec.image, "state",
+                         "running");
+        if (ports)
+                (void)json_object_set_new(*ret, "ports", ports);
+        *ret_text = xasprintf("started container %s (image %s); use exec_in_container with container \"%s\"", id,
+                              p->spec.image, id);
+        return 0;
+}
+
 static int run_container(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         cm_app *app = cm_call_app(call);
         bool wait = json_is_true(json_object_get(args, "wait"));
         cm_backend *b = cm_tool_backend(call, err);
-        cm_cancel cancel = {mcp_call_cancel_fd(call)};
         run_plan p = {0};
-        size_t running;
         int r = -1;
 
         if (!b || cm_tool_writable(call, "run_container", err) < 0)
                 return -1;
         if ((wait ? !b->ops->run_wait : !b->ops->run) || !b->ops->list)
                 return cm_tool_unsupported(b, "run containers yet", err);
-        if (count_managed_running(b, &running, err) < 0)
-                return -1;
-        if (running >= app->cfg->max_containers)
-                return cm_err_set(err, EBUSY,
-                                  "%zu containers are running, the most CONTAINER_MCP_MAX_CONTAINERS allows; remove "
-                                  "some with remove_container (list_containers shows them) or raise the limit",
-                                  running);
-        if (plan_run(call, args, &p, err) < 0)
+        if (plan_run(call, args, &p, err) < 0 || (p.spec.name && check_name_free(call, b, p.spec.name, err) < 0))
                 goto out;
-        if (wait) {
-                cm_exec_result res = {0};
-                mcp_call_progress(call, 0, 1, "starting");
-                if (b->ops->run_wait(b, &p.spec, &cancel, &res, err) == 0) {
-                        *ret = cm_exec_result_json(&res);
-                        *ret_text = cm_exec_result_text(&res);
-                        r = 0;
-                }
-                cm_exec_result_clear(&res);
-        } else {
-                cleanup_free char *id = NULL;
-                if (b->ops->run(b, &p.spec, &id, err) == 0) {
-                        json_t *ports = p.spec.n_ports > 0 ? published_ports(b, id) : NULL;
-                        *ret = json_pack("{s:s, s:s?, s:s, s:s}", "id", id, "name", p.spec.name, "image",
-                                         p.spec.image, "state", "running");
-                        if (ports)
-                                (void)json_object_set_new(*ret, "ports", ports);
-                        *ret_text = xasprintf("started container %s (image %s); use exec_in_container with "
-                                              "container \"%s\"",
-                                              id, p.spec.image, id);
-                        r = 0;
-                }
-        }
+        if (reserve_slot(app, b, err) < 0)
+                goto out;
+        r = wait ? run_wait(call, b, &p, ret, ret_text, err) : run_detached(b, &p, ret, ret_text, err);
+        release_slot(app);
 out:
         run_plan_free(&p);
         return r;
@@ -281,8 +386,12 @@ static const mcp_tool tools[] = {
                         "\"source\":{\"type\":\"string\"},\"target\":{\"type\":\"string\"},\"readonly\":{\"type\":"
                         "\"boolean\"}},\"required\":[\"source\",\"target\"],\"additionalProperties\":false},"
                         "\"description\":\"Host paths (under CONTAINER_MCP_ALLOWED_MOUNTS) to mount.\"},"
-                        "\"cpus\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1024},"
-                        "\"memory\":{\"type\":[\"string\",\"integer\"],\"description\":\"e.g. 512m, 2g.\"},"
+                        "\"cpus\":{\"type\":\"number\",\"minimum\":0.01,\"maximum\":1024,"
+                        "\"description\":\"CPU share, e.g. 0.5 or 2; at most CONTAINER_MCP_MAX_CPUS (default: the "
+                        "host's cores).\"},"
+                        "\"memory\":{\"type\":[\"string\",\"integer\"],\"minimum\":4194304,\"maxLength\":32,"
+                        "\"description\":\"Bytes, or a size like 512m or 2g; at least 4m, at most "
+                        "CONTAINER_MCP_MAX_MEMORY (default: the host's memory).\"},"
                         "\"network\":{\"type\":\"boolean\",\"description\":\"Allow outbound network (default off).\"},"
                         "\"ports\":{\"type\":\"array\",\"maxItems\":32,\"items\":{\"type\":\"object\",\"properties\":{"
                         "\"hostPort\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":65535},"

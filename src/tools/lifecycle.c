@@ -32,8 +32,9 @@ static int list_containers(mcp_call *call, json_t *args, json_t **ret, char **re
                 return -1;
         list = json_array();
         for (size_t i = 0; i < n; i++) {
-                /* Only ours, unless the operator opened the rest up. */
-                if (unmanaged || cm_container_managed(&all[i]))
+                /* Only ours and this session's (or shared), unless the
+                 * operator opened the rest up. */
+                if ((unmanaged || cm_container_managed(&all[i])) && cm_tool_visible(call, &all[i]))
                         json_array_append_new(list, info_json(&all[i]));
                 cm_container_info_clear(&all[i]);
         }
@@ -160,8 +161,8 @@ static const mcp_tool tools[] = {
         {
                 .name = "list_containers",
                 .title = "List containers",
-                .description = "List the containers this server manages (running ones; all: true adds stopped "
-                               "ones), with id, name, image, state and labels.",
+                .description = "List this session's containers (running ones; all: true adds stopped ones) "
+                               "and the ones the operator shares, with id, name, image, state and labels.",
                 .input_schema = "{\"type\":\"object\",\"properties\":{\"all\":{\"type\":\"boolean\"}},"
                                 "\"additionalProperties\":false}",
                 .output_schema = "{\"type\":\"object\",\"properties\":{\"containers\":{\"type\":\"array\","

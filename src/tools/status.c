@@ -30,6 +30,15 @@ static json_t *backend_json(const cm_backend_entry *e, cm_backend *b, bool activ
                          "fix", st.fix, "details", details);
 }
 
+/* The session and ceiling settings (issue 7). */
+static json_t *policy_limits_json(const cm_config *c, json_t *pol) {
+        (void)json_object_set_new(pol, "maxMemoryBytes", json_integer(c->max_memory));
+        (void)json_object_set_new(pol, "maxCpus", json_real(c->max_cpus));
+        (void)json_object_set_new(pol, "shareContainers", json_boolean(c->share_containers));
+        (void)json_object_set_new(pol, "sharedContainers", strv_json(c->shared_containers));
+        return pol;
+}
+
 static json_t *policy_json(const cm_config *c) {
         return json_pack("{s:b, s:b, s:b, s:o, s:f, s:I, s:i, s:I, s:s, s:o, s:b}", "readonly", c->readonly,
                          "allowNetwork", c->allow_network, "allowUnmanaged", c->allow_unmanaged, "allowedMounts",
@@ -47,7 +56,7 @@ json_t *cm_status_json(cm_app *app, const char *protocol_version) {
         return json_pack("{s:{s:s, s:s}, s:s?, s:s?, s:o, s:o}", "server", "name", "container-mcp", "version",
                          CM_VERSION, "protocolVersion", protocol_version, "activeBackend",
                          app->active ? app->active->ops->name : NULL, "backends", backends, "policy",
-                         policy_json(app->cfg));
+                         policy_limits_json(app->cfg, policy_json(app->cfg)));
 }
 
 /* A short text for people and agents; the JSON is in structuredContent. */

@@ -3,6 +3,9 @@
 #ifndef CM_TOOLS_H
 #define CM_TOOLS_H
 
+#include <pthread.h>
+#include <stdint.h>
+
 #include "backend/backend.h"
 #include "mcp/mcp.h"
 #include "policy/config.h"
@@ -13,6 +16,15 @@ typedef struct cm_app {
         cm_backend **backends; /* parallel to cm_backends[] */
         size_t n_backends;
         cm_backend *active;    /* the one tools use; NULL when none is available */
+        /* The key of the owner label: a session's containers carry
+         * HMAC-SHA256(owner_key, session id), never the id itself (the id is
+         * the HTTP session's credential).  Random per server process. */
+        uint8_t owner_key[32];
+        /* Runs between the container cap's check and their end (wait runs)
+         * or their record (detached runs): counted with the backend's list
+         * so concurrent calls cannot all pass the check. */
+        pthread_mutex_t run_lock;
+        unsigned runs_in_flight;
 } cm_app;
 
 typedef struct cm_toolset {

@@ -288,7 +288,9 @@ describe('containers on the native runtime', () => {
       assert.ok(pid > 0);
       a.kill(); // SIGKILL: no chance to clean up
       await new Promise((res) => a.proc.once('exit', res));
-      const b = await open(env);
+      // Sandboxes left by a dead server belong to no session now: the next
+      // server lists them only when its sessions share every container.
+      const b = await open({ ...env, CONTAINER_MCP_SHARE_CONTAINERS: '1' });
       try {
         const all = ok(await call(b, 'list_containers', { all: true })).containers;
         if (mode === 'reap') {

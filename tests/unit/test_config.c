@@ -7,6 +7,7 @@
 
 #include "tu.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,10 @@ static char tmp[] = "/tmp/cm-config-XXXXXX";
 static int setup(void **state) {
         static const char *const vars[] = {"CONTAINER_MCP_TOOLSETS", "CONTAINER_MCP_ALLOWED_MOUNTS",
                                            "CONTAINER_MCP_DEFAULT_MEMORY", "CONTAINER_MCP_READONLY",
-                                           "CONTAINER_MCP_MAX_CONTAINERS", "CONTAINER_MCP_AGENT_NAME"};
+                                           "CONTAINER_MCP_MAX_CONTAINERS", "CONTAINER_MCP_AGENT_NAME",
+                                           "CONTAINER_MCP_DEFAULT_CPUS", "CONTAINER_MCP_MAX_MEMORY",
+                                           "CONTAINER_MCP_MAX_CPUS", "CONTAINER_MCP_SHARE_CONTAINERS",
+                                           "CONTAINER_MCP_SHARED_CONTAINERS"};
         for (size_t i = 0; i < ARRAY_SIZE(vars); i++)
                 (void)unsetenv(vars[i]);
         cleanup_free char *st = xasprintf("%s/state", tmp);
@@ -49,6 +53,118 @@ static void test_sizes(void **state) {
         assert_true(cm_parse_size("1x", &v) < 0);
         assert_true(cm_parse_size("", &v) < 0);
         assert_true(cm_parse_size("1e30g", &v) < 0);
+        /* What strtod would have read: hex, exponents, inf, nan, signs, space. */
+        assert_true(cm_parse_size("0x10m", &v) < 0);
+        assert_true(cm_parse_size("1e3", &v) < 0);
+        assert_true(cm_parse_size("inf", &v) < 0);
+        assert_true(cm_parse_size("nan", &v) < 0);
+        assert_true(cm_parse_size("+1g", &v) < 0);
+        assert_true(cm_parse_size(" 1g", &v) < 0);
+        assert_true(cm_parse_size("1.g", &v) < 0);
+        assert_true(cm_parse_size("1ib", &v) < 0);
+        assert_true(cm_parse_size("1gg", &v) < 0);
+        /* Overflow is a range error, never a wrapped or saturated value. */
+        assert_int_equal(cm_parse_size("99999999999999999999t", &v), -ERANGE);
+        assert_int_equal(cm_parse_size("99999999999999999999", &v), -ERANGE);
+        assert_int_equal(cm_parse_size("8388608t", &v), -ERANGE); /* 2^63 exactly */
+        assert_int_equal(cm_parse_size("8388607.99999999t", &v), 0);
+        assert_true(v > 0);
+        assert_int_equal(cm_parse_size("9223372036854775807", &v), 0);
+        assert_int_equal(v, INT64_MAX);
+        assert_int_equal(cm_parse_size("9223372036854775808", &v), -ERANGE);
+        assert_int_equal(cm_parse_size("1t", &v), 0);
+        assert_int_equal(v, 1ll << 40);
+        assert_int_equal(cm_parse_size("0.5k", &v), 0);
+        assert_int_equal(v, 512);
+        (void)state;
+}
+
+static void test_format_size(void **state) {
+        char b[32];
+        cm_format_size(1000, b);
+        assert_string_equal(b, "1000");
+        cm_format_size(2ll << 30, b);
+        assert_string_equal(b, "2g");
+        cm_format_size(24683548ll * 1024, b);
+        assert_string_equal(b, "23.5g");
+        cm_format_size(1ll << 40, b);
+        assert_string_equal(b, "1t");
+        (void)state;
+}
+
+/* Ceilings default to the host; a default above an explicit ceiling is an
+ * error at start, the built-in default shrinks to fit. */
+static void test_ceilings(void **state) {
+        cm_config c;
+        cm_err err = CM_ERR_INIT;
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_int_equal(c.max_memory, (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE));
+        assert_true(c.max_cpus == (double)sysconf(_SC_NPROCESSORS_ONLN));
+        assert_true(c.default_cpus == (c.max_cpus < 2 ? c.max_cpus : 2));
+        cm_config_free(&c);
+
+        (void)setenv("CONTAINER_MCP_MAX_MEMORY", "1g", 1);
+        (void)setenv("CONTAINER_MCP_MAX_CPUS", "0.5", 1);
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_int_equal(c.max_memory, 1ll << 30);
+        assert_int_equal(c.default_memory, 1ll << 30); /* the built-in 2g, clamped */
+        assert_true(c.max_cpus == 0.5);
+        assert_true(c.default_cpus == 0.5);
+        cm_config_free(&c);
+
+        (void)setenv("CONTAINER_MCP_DEFAULT_MEMORY", "2g", 1);
+        assert_true(cm_config_load(&c, NULL, &err) < 0);
+        assert_non_null(strstr(err.msg, "CONTAINER_MCP_DEFAULT_MEMORY=2g is over the ceiling of 1g"));
+        assert_non_null(strstr(err.msg, "CONTAINER_MCP_MAX_MEMORY"));
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_DEFAULT_MEMORY", "1g", 1); /* at the ceiling: fine */
+        (void)setenv("CONTAINER_MCP_DEFAULT_CPUS", "1", 1);
+        assert_true(cm_config_load(&c, NULL, &err) < 0);
+        assert_non_null(strstr(err.msg, "CONTAINER_MCP_DEFAULT_CPUS=1 is over the ceiling of 0.5"));
+        assert_non_null(strstr(err.msg, "CONTAINER_MCP_MAX_CPUS"));
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_DEFAULT_CPUS", "0.5", 1);
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        cm_config_free(&c);
+
+        static const char *const bad_mem[] = {"lots", "1m", "-1g", "99999999999999999999t", "0x40000000"};
+        for (size_t i = 0; i < ARRAY_SIZE(bad_mem); i++) {
+                (void)setenv("CONTAINER_MCP_MAX_MEMORY", bad_mem[i], 1);
+                assert_true(cm_config_load(&c, NULL, &err) < 0);
+                assert_non_null(strstr(err.msg, "CONTAINER_MCP_MAX_MEMORY"));
+                cm_config_free(&c);
+        }
+        (void)unsetenv("CONTAINER_MCP_MAX_MEMORY");
+        static const char *const bad_cpus[] = {"0", "0.001", "-1", "1025", "inf", "nan", "0x2", "1e2", "two"};
+        for (size_t i = 0; i < ARRAY_SIZE(bad_cpus); i++) {
+                (void)setenv("CONTAINER_MCP_MAX_CPUS", bad_cpus[i], 1);
+                assert_true(cm_config_load(&c, NULL, &err) < 0);
+                assert_non_null(strstr(err.msg, "CONTAINER_MCP_MAX_CPUS"));
+                cm_config_free(&c);
+        }
+        (void)state;
+}
+
+static void test_sharing(void **state) {
+        cm_config c;
+        cm_err err = CM_ERR_INIT;
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_false(c.share_containers); /* sessions are separate by default */
+        assert_null(c.shared_containers[0]);
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_SHARE_CONTAINERS", "1", 1);
+        (void)setenv("CONTAINER_MCP_SHARED_CONTAINERS", "db, cache,,3f2a", 1);
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_true(c.share_containers);
+        assert_string_equal(c.shared_containers[0], "db");
+        assert_string_equal(c.shared_containers[1], "cache");
+        assert_string_equal(c.shared_containers[2], "3f2a");
+        assert_null(c.shared_containers[3]);
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_SHARE_CONTAINERS", "sometimes", 1);
+        assert_true(cm_config_load(&c, NULL, &err) < 0);
+        assert_non_null(strstr(err.msg, "CONTAINER_MCP_SHARE_CONTAINERS"));
+        cm_config_free(&c);
         (void)state;
 }
 
@@ -70,8 +186,8 @@ static void test_defaults(void **state) {
         assert_false(c.allow_network);
         assert_false(c.allow_unmanaged);
         assert_int_equal(c.max_containers, 10);
-        assert_int_equal(c.default_memory, 2ll << 30);
-        assert_true(c.default_cpus == 2.0);
+        assert_int_equal(c.default_memory, c.max_memory < (2ll << 30) ? c.max_memory : 2ll << 30);
+        assert_true(c.default_cpus == (c.max_cpus < 2 ? c.max_cpus : 2.0));
         assert_true(cm_toolset_enabled(&c, "containers"));
         assert_false(cm_toolset_enabled(&c, "diagnostics"));
         /* The private scratch dir exists and is private; it holds the
@@ -213,6 +329,9 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_sizes),
                 cmocka_unit_test(test_bools),
+                cmocka_unit_test(test_format_size),
+                cmocka_unit_test_setup(test_ceilings, setup),
+                cmocka_unit_test_setup(test_sharing, setup),
                 cmocka_unit_test_setup(test_defaults, setup),
                 cmocka_unit_test_setup(test_launch_dir_home_or_root_not_allowed, setup),
                 cmocka_unit_test_setup(test_env_and_errors, setup),
