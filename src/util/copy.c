@@ -230,6 +230,11 @@ int cm_copy_tree_flags(int src_dir, const char *src_name, int dst_dir, const cha
 static int copy_tree_owned(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
                            unsigned flags, const cm_copy_owner *owner, cm_copy_stats *stats, cm_err *err) {
         copier c = {max_bytes, flags | (owner ? CM_COPY_CHOWN : 0), stats, err, owner ? *owner : (cm_copy_owner){0, 0}};
+        bool skip;
+        /* the directories holding both ends: /proc/self is a symlink in one */
+        if (pseudo_side(&c, src_dir, true, src_name, 0, &skip) < 0 ||
+            pseudo_side(&c, dst_dir, false, dst_name, 0, &skip) < 0)
+                return -1;
         return copy_entry(&c, src_dir, src_name, dst_dir, dst_name, 0);
 }
 
