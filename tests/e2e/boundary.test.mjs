@@ -12,6 +12,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { stdioClient, tmpDir } from './lib.mjs';
+import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 60000 };
 
@@ -46,23 +47,13 @@ async function open(env = {}, as = null) {
     return stdioClient({
       args: ['serve'],
       env: { CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent', ...common },
-      wrap: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'],
+      wrap: AS_NOBODY,
     });
   return stdioClient({ args: ['serve'], env: { CONTAINER_MCP_STATE_DIR: state, ...common } });
 }
 
-const call = (s, name, args) => s.client.callTool({ name, arguments: args });
 
-function ok(r) {
-  assert.notEqual(r.isError, true, r.content?.[0]?.text);
-  return r.structuredContent;
-}
 
-function refused(r, ...patterns) {
-  assert.equal(r.isError, true, `expected a refusal, got ${JSON.stringify(r.structuredContent)}`);
-  for (const p of patterns) assert.match(r.content[0].text, p);
-  return r.content[0].text;
-}
 
 async function withServer(env, as, fn) {
   const s = await open(env, as);
@@ -79,11 +70,7 @@ let busyboxReason = null;
 before(async () => {
   if (!fs.existsSync(BUSYBOX)) busyboxReason = 'busybox-static is not installed (apt-get install busybox-static)';
   else makeRootfs();
-  await withServer({}, null, async (s) => {
-    const st = ok(await call(s, 'system_status', {}));
-    const native = st.backends.find((b) => b.name === 'native');
-    if (!native.available) nativeReason = `native runtime unavailable here: ${native.reason}`;
-  });
+  nativeReason = (await nativeBackend(() => open())).reason;
 });
 
 after(() => {

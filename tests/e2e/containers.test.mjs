@@ -7,6 +7,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { stdioClient, tmpDir } from './lib.mjs';
+import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 60000 };
 
@@ -28,26 +29,14 @@ async function open(env = {}, as = null) {
     return stdioClient({
       args: ['serve'],
       env: { ...ENV, CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent', ...env },
-      wrap: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'],
+      wrap: AS_NOBODY,
     });
   }
   return stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
 }
 
-async function call(s, name, args, opts) {
-  return s.client.callTool({ name, arguments: args }, undefined, opts);
-}
 
-function ok(r) {
-  assert.notEqual(r.isError, true, r.content?.[0]?.text);
-  return r.structuredContent;
-}
 
-function refused(r, ...patterns) {
-  assert.equal(r.isError, true, `expected a refusal, got ${JSON.stringify(r.structuredContent)}`);
-  for (const p of patterns) assert.match(r.content[0].text, p);
-  return r.content[0].text;
-}
 
 // Runs to completion in a fresh sandbox of the host image.
 async function run(s, command, extra = {}) {
@@ -58,16 +47,10 @@ let nativeReason = null;
 let netReason = null;
 
 before(async () => {
-  const s = await open();
-  try {
-    const st = ok(await call(s, 'system_status', {}));
-    const native = st.backends.find((b) => b.name === 'native');
-    if (!native.available) nativeReason = `native runtime unavailable here: ${native.reason}`;
-    if (native.details.network_stack === 'none' || !native.details.network_stack)
-      netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
-  } finally {
-    await s.close().finally(() => s.kill());
-  }
+  const { reason, details } = await nativeBackend(open);
+  nativeReason = reason;
+  if (!reason && (details.network_stack === 'none' || !details.network_stack))
+    netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
 });
 
 after(() => {

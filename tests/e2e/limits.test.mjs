@@ -11,6 +11,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { deferred, stdioClient, tmpDir, withTimeout } from './lib.mjs';
+import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 90000 };
 const state = tmpDir('cmcp-lim-state-');
@@ -27,21 +28,11 @@ const open = (env = {}, as = null) => as === 'nobody'
   ? stdioClient({
     args: ['serve'],
     env: { ...ENV, CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent', ...env },
-    wrap: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'],
+    wrap: AS_NOBODY,
   })
   : stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
-const call = (s, name, args) => s.client.callTool({ name, arguments: args });
 
-function ok(r) {
-  assert.notEqual(r.isError, true, r.content?.[0]?.text);
-  return r.structuredContent;
-}
 
-function refused(r, ...patterns) {
-  assert.equal(r.isError, true, `expected a refusal, got ${JSON.stringify(r.structuredContent)}`);
-  for (const p of patterns) assert.match(r.content[0].text, p);
-  return r.content[0].text;
-}
 
 // The limits the kernel holds for a container, read from its cgroup.
 function cgroupLimits(insp) {
@@ -61,16 +52,10 @@ let nativeReason = null;
 let cgroupReason = null;
 
 before(async () => {
-  const s = await open();
-  try {
-    const st = ok(await call(s, 'system_status', {}));
-    const native = st.backends.find((b) => b.name === 'native');
-    if (!native.available) nativeReason = `native runtime unavailable here: ${native.reason}`;
-    else if (!native.details.cgroup || native.details.cgroup === 'none')
-      cgroupReason = `no cgroup limits on this machine (${JSON.stringify(native.details)})`;
-  } finally {
-    await s.close().finally(() => s.kill());
-  }
+  const { reason, details } = await nativeBackend(open);
+  nativeReason = reason;
+  if (!reason && (!details.cgroup || details.cgroup === 'none'))
+    cgroupReason = `no cgroup limits on this machine (${JSON.stringify(details)})`;
 });
 
 after(() => {

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { httpClient, startHttp, stdioClient, tmpDir } from './lib.mjs';
+import { AS_NOBODY, ok } from './tools.mjs';
 
 const T = { timeout: 90000 };
 const TOKEN = 'e2e-sessions-token-0123456789abcdef';
@@ -34,10 +35,6 @@ function recorder() {
   };
 }
 
-function ok(r) {
-  assert.notEqual(r.isError, true, r.content?.[0]?.text);
-  return r.structuredContent;
-}
 
 function refusal(r) {
   assert.equal(r.isError, true, `expected a refusal, got ${JSON.stringify(r.structuredContent)}`);
@@ -246,7 +243,7 @@ describe('sessions over stdio', () => {
     ? stdioClient({
       args: ['serve'],
       env: { ...ENV, CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent' },
-      wrap: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'],
+      wrap: AS_NOBODY,
     })
     : stdioClient({ args: ['serve'], env: ENV });
   for (const as of [null, 'nobody'])
