@@ -96,16 +96,15 @@ static int find_visible(mcp_call *call, cm_backend *b, const char *ref, cm_conta
         }
         if (hit == SIZE_MAX && prefix_hits == 1)
                 hit = prefix;
+        if (hit != SIZE_MAX)
+                *ret = all[hit]; /* handed over: not cleared below */
         for (size_t i = 0; i < n; i++)
                 if (i != hit)
                         cm_container_info_clear(&all[i]);
         free(all);
         if (hit == SIZE_MAX && prefix_hits > 1)
                 return cm_err_set(err, EINVAL, "\"%s\" matches %zu containers; give more of the id", ref, prefix_hits);
-        if (hit == SIZE_MAX)
-                return -ENOENT;
-        *ret = all[hit];
-        return 0;
+        return hit == SIZE_MAX ? -ENOENT : 0;
 }
 
 int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
