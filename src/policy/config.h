@@ -29,6 +29,9 @@ typedef struct cm_config {
         int64_t default_memory;   /* bytes */
         int64_t timeout_ms;
         unsigned max_containers;
+        unsigned http_timeout_sec;        /* idle or stalled HTTP connections closed after this */
+        unsigned http_max_connections;    /* HTTP connections at once, per listener */
+        unsigned http_client_connections; /* HTTP connections at once from one address */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */

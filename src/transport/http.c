@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "transport/http_int.h"
 #include "transport/http_listen.h"
+#include "transport/http_token.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -42,10 +44,13 @@ static enum MHD_Result refuse_host(http_listener *l, struct MHD_Connection *c, c
                           what, http_clip(v, buf), names);
 }
 
-static enum MHD_Result refuse_token(struct MHD_Connection *c) {
+static enum MHD_Result refuse_token(http_listener *l, struct MHD_Connection *c) {
         struct MHD_Response *r = http_error_response(
-                MCP_INVALID_REQUEST, "missing or wrong bearer token: send the header \"Authorization: Bearer "
-                                     "<token>\" with the token the server was given in CONTAINER_MCP_TOKEN");
+                MCP_INVALID_REQUEST,
+                "missing or wrong bearer token: send the header \"Authorization: Bearer <token>\" with %s",
+                l->h->token_path && l->token == l->h->gen_token
+                        ? "the token in the file the server's log names (its state dir's http-token)"
+                        : "the token the server was given in CONTAINER_MCP_TOKEN");
         if (r &&
             MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"container-mcp\"") != MHD_YES) {
                 MHD_destroy_response(r);
@@ -58,13 +63,13 @@ static enum MHD_Result refuse_token(struct MHD_Connection *c) {
 static bool security_ok(http_listener *l, struct MHD_Connection *c, enum MHD_Result *ret) {
         const char *host = http_header(c, MHD_HTTP_HEADER_HOST);
         const char *origin = http_header(c, MHD_HTTP_HEADER_ORIGIN);
-        const char *token = l->h->opts->token;
+        const char *token = l->token;
         if (l->check_host && !cm_http_host_ok(&l->policy, host))
                 *ret = refuse_host(l, c, "Host", host);
         else if (origin && !cm_http_origin_ok(&l->policy, origin))
                 *ret = refuse_host(l, c, "Origin", origin);
         else if (token && *token && !cm_http_bearer_ok(http_header(c, MHD_HTTP_HEADER_AUTHORIZATION), token))
-                *ret = refuse_token(c);
+                *ret = refuse_token(l, c);
         else
                 return true;
         return false;
@@ -240,17 +245,74 @@ typedef struct listeners {
         struct stat sock_st;
 } listeners;
 
+/* Who may use the TCP listener: the token of CONTAINER_MCP_TOKEN; else, on
+ * loopback only, the token of the state dir's file (created on first use) or
+ * nobody's with --no-auth.  Other addresses are reachable from other machines:
+ * they take a token the operator chose and handed out, never none. */
+static int tcp_auth(cm_http *h, listeners *ls, const http_bind *b, cm_err *err) {
+        const cm_http_opts *o = h->opts;
+        bool created = false;
+        if (o->token && *o->token) {
+                if (o->no_auth)
+                        return cm_err_set(err, EINVAL,
+                                          "--no-auth contradicts CONTAINER_MCP_TOKEN: unset the token to serve "
+                                          "without one, or drop --no-auth");
+                ls->tcp.token = o->token;
+                return 0;
+        }
+        if (!b->loopback)
+                return cm_err_set(err, EACCES,
+                                  "--http %s refused: %s is not a loopback address, so other machines can connect, "
+                                  "and HTTP there needs a token%s; set CONTAINER_MCP_TOKEN to a secret (e.g. "
+                                  "CONTAINER_MCP_TOKEN=$(openssl rand -hex 32)) and give it to the clients, or bind "
+                                  "127.0.0.1",
+                                  o->listen, b->host[0] ? b->host : "the wildcard address",
+                                  o->no_auth ? " (--no-auth is for loopback only)" : "");
+        if (o->no_auth)
+                return 0;
+        if (!o->state_dir)
+                return cm_err_set(err, EINVAL, "HTTP token: no state dir to keep it in; set CONTAINER_MCP_TOKEN");
+        if (cm_http_token_load(o->state_dir, &h->gen_token, &h->token_path, &created, err) < 0)
+                return -1;
+        ls->tcp.token = h->gen_token;
+        if (created)
+                log_info("created the HTTP bearer token in %s (mode 0600, kept across restarts)", h->token_path);
+        return 0;
+}
+
+/* How a client authenticates, once the URL is known. */
+static void log_auth(cm_http *h, const http_listener *l, const char *url) {
+        if (!l->token)
+                log_warn("--no-auth: HTTP at %s takes no token, so every local user (and every web page that "
+                         "gets past the Host check) can drive this server with its rights (uid %u); use the "
+                         "default token or the Unix socket (--socket) instead",
+                         url, (unsigned)geteuid());
+        else if (l->token == h->gen_token)
+                log_info("HTTP needs \"Authorization: Bearer $(cat %s)\"; for example: claude mcp add "
+                         "--transport http container-mcp %s --header \"Authorization: Bearer $(cat %s)\"",
+                         h->token_path, url, h->token_path);
+        else
+                log_info("HTTP needs \"Authorization: Bearer $CONTAINER_MCP_TOKEN\"");
+}
+
 static int open_tcp(cm_http *h, listeners *ls, cm_err *err) {
         http_bind b;
+        char url[CM_HTTP_NAME_MAX + 32];
         if (http_listen_tcp(h->opts->listen, &b, err) < 0)
                 return -1;
         memcpy(ls->bind_name, b.host, sizeof ls->bind_name);
         ls->tcp = (http_listener){.h = h, .check_host = true};
         ls->tcp.policy = (cm_http_hostpolicy){b.loopback || b.wildcard, ls->bind_name, h->opts->allowed_hosts};
+        if (tcp_auth(h, ls, &b, err) < 0) {
+                (void)close(b.fd);
+                return -1;
+        }
         if (start_daemon(&ls->tcp, b.fd, h->opts->listen, err) < 0)
                 return -1;
-        log_info(strchr(b.host, ':') ? "listening on http://[%s]:%u/mcp" : "listening on http://%s:%u/mcp", b.host,
-                 b.port);
+        (void)snprintf(url, sizeof url, strchr(b.host, ':') ? "http://[%s]:%u/mcp" : "http://%s:%u/mcp", b.host,
+                       b.port);
+        log_info("listening on %s", url);
+        log_auth(h, &ls->tcp, url);
         return 0;
 }
 
@@ -261,7 +323,7 @@ static int open_unix(cm_http *h, listeners *ls, cm_err *err) {
                 return -1;
         /* No Host check (nothing to compare it with), but a browser page can
          * still be made to talk to a socket through a proxy: check Origin. */
-        ls->unix_ = (http_listener){.h = h};
+        ls->unix_ = (http_listener){.h = h, .token = h->opts->token && *h->opts->token ? h->opts->token : NULL};
         ls->unix_.policy = (cm_http_hostpolicy){true, NULL, h->opts->allowed_hosts};
         if (start_daemon(&ls->unix_, fd, path, err) < 0) {
                 http_unlink_unix(path, &ls->sock_st);
@@ -338,6 +400,8 @@ int cm_http_serve(mcp_server *srv, const cm_http_opts *opts, cm_err *err) {
                 ret = wait_for_stop(&h, err);
         stop_all(&h, &ls);
         http_sessions_free(h.sessions);
+        free(h.gen_token);
+        free(h.token_path);
         (void)pthread_cond_destroy(&h.jobs_cv);
         (void)pthread_mutex_destroy(&h.jobs_mu);
         return ret;

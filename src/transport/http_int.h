@@ -37,6 +37,8 @@ typedef struct cm_http {
         pthread_mutex_t jobs_mu;
         pthread_cond_t jobs_cv;
         unsigned jobs; /* worker threads alive */
+        char *gen_token;  /* the token of the state dir's file, when TCP uses it */
+        char *token_path; /* that file */
 } cm_http;
 
 /* One listening socket and its daemon. */
@@ -44,6 +46,7 @@ typedef struct http_listener {
         cm_http *h;
         struct MHD_Daemon *daemon;
         bool check_host; /* TCP only: a Unix socket has no Host to trust */
+        const char *token; /* the bearer token required here, or NULL */
         cm_http_hostpolicy policy;
 } http_listener;
 
