@@ -1,11 +1,16 @@
 /* The HTTP transport: Streamable HTTP at /mcp, the legacy HTTP+SSE transport
  * at /sse and /messages, and a status page at /, on TCP and/or a Unix socket.
  *
- * libmicrohttpd runs one thread per connection, so a slow tools/call blocks
- * only its own connection and plain JSON requests run right in that thread
- * (no thread per request on the hot path).  Replies that stream (a request
- * with a progressToken, legacy SSE) are produced by a worker thread into an
- * event queue that the connection thread writes out (http_sse.c).
+ * libmicrohttpd runs a small pool of threads, each serving many connections
+ * with epoll, so an idle or half-sent connection costs a socket and a few
+ * kilobytes, never a thread; it is closed after CONTAINER_MCP_HTTP_TIMEOUT
+ * seconds without progress, and connections are capped in all and per
+ * client address.  Quick requests (initialize, tools/list, a quick tool) run
+ * right in the pool thread: no thread hop on the hot path.  A tools/call runs
+ * in a worker while its connection is suspended (http_call_* in http_run.c).
+ * Replies that stream (a request with a progressToken, legacy SSE) are
+ * produced by a worker into an event queue; the pool thread writes it out
+ * and suspends the connection while it is empty (http_sse.c).
  *
  * Every request passes the Host, Origin and bearer-token checks before
  * anything else; see http_check.c for the checks themselves. */
@@ -25,7 +30,10 @@
 
 #define DEFAULT_MAX_SESSIONS 1024
 #define DEFAULT_IDLE_SEC 3600
-#define CONNECTION_LIMIT 4096
+#define DEFAULT_TIMEOUT_SEC 30
+#define DEFAULT_MAX_CONNS 4096
+#define DEFAULT_MAX_CONNS_PER_IP 512
+#define MAX_POOL_THREADS 16
 #define STOP_CANCEL_MS 30000
 
 /* ---- the checks every request passes ------------------------------------ */
@@ -184,6 +192,8 @@ static enum MHD_Result begin(http_req *r, struct MHD_Connection *c, const char *
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
         http_req *r = *con_cls;
+        if (r && r->call) /* resumed: the worker is done (or the server stops) */
+                return http_call_reply(r->call, c);
         if (!r) {
                 r = xcalloc(1, sizeof *r);
                 r->l = cls;
@@ -205,6 +215,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
                 return;
         if (r->deferred)
                 http_legacy_completed(r);
+        if (r->call)
+                http_call_end(r->call);
         free(r->body);
         http_sess_put(r->e);
         free(r);
@@ -223,12 +235,27 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
 
 /* ---- listeners ---------------------------------------------------------------- */
 
-static int start_daemon(http_listener *l, int fd, const char *what, cm_err *err) {
-        unsigned flags =
-                MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+/* Pool threads: two per core (on 2 cores, 4 threads serve 4 busy keep-alive
+ * clients about as fast as a thread each did), at least 4, at most
+ * MAX_POOL_THREADS.  Their count does not grow with connections. */
+static unsigned pool_size(void) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n *= 2;
+        return n < 4 ? 4 : n > MAX_POOL_THREADS ? MAX_POOL_THREADS : (unsigned)n;
+}
+
+static int start_daemon(http_listener *l, int fd, bool tcp, const char *what, cm_err *err) {
+        const cm_http_opts *o = l->h->opts;
+        unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+        unsigned timeout = o->conn_timeout_sec ? o->conn_timeout_sec : DEFAULT_TIMEOUT_SEC;
+        unsigned max = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS;
+        /* A Unix socket has no client address: only the global cap applies. */
+        unsigned per_ip = !tcp ? 0 : o->max_conns_per_ip ? o->max_conns_per_ip : DEFAULT_MAX_CONNS_PER_IP;
         l->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, fd,
                                      MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-                                     NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT, MHD_OPTION_END);
+                                     NULL, MHD_OPTION_THREAD_POOL_SIZE, pool_size(), MHD_OPTION_CONNECTION_TIMEOUT,
+                                     timeout, MHD_OPTION_CONNECTION_LIMIT, max, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                     per_ip, MHD_OPTION_END);
         if (!l->daemon) {
                 (void)close(fd);
                 return cm_err_set(err, EIO,
@@ -307,7 +334,7 @@ static int open_tcp(cm_http *h, listeners *ls, cm_err *err) {
                 (void)close(b.fd);
                 return -1;
         }
-        if (start_daemon(&ls->tcp, b.fd, h->opts->listen, err) < 0)
+        if (start_daemon(&ls->tcp, b.fd, true, h->opts->listen, err) < 0)
                 return -1;
         (void)snprintf(url, sizeof url, strchr(b.host, ':') ? "http://[%s]:%u/mcp" : "http://%s:%u/mcp", b.host,
                        b.port);
@@ -325,7 +352,7 @@ static int open_unix(cm_http *h, listeners *ls, cm_err *err) {
          * still be made to talk to a socket through a proxy: check Origin. */
         ls->unix_ = (http_listener){.h = h, .token = h->opts->token && *h->opts->token ? h->opts->token : NULL};
         ls->unix_.policy = (cm_http_hostpolicy){true, NULL, h->opts->allowed_hosts};
-        if (start_daemon(&ls->unix_, fd, path, err) < 0) {
+        if (start_daemon(&ls->unix_, fd, false, path, err) < 0) {
                 http_unlink_unix(path, &ls->sock_st);
                 return -1;
         }
@@ -357,8 +384,9 @@ static bool work_left(cm_http *h) {
 }
 
 /* Cancel until nothing runs (a call may start between two rounds), end
- * every session's stream (a connection thread may be waiting on it), then
- * stop the daemons, which joins their connection threads. */
+ * every session's stream, resume every suspended connection (streams and
+ * calls; libmicrohttpd must not be stopped with one), then stop the daemons,
+ * which joins their threads. */
 static void stop_all(cm_http *h, listeners *ls) {
         struct timespec tick = {0, 10 * 1000 * 1000};
         atomic_store(&h->stopping, true);
@@ -367,6 +395,8 @@ static void stop_all(cm_http *h, listeners *ls) {
                 (void)nanosleep(&tick, NULL);
         }
         http_sessions_drop_all(h->sessions);
+        cm_sse_stop_all();
+        http_calls_resume_all(h);
         if (ls->tcp.daemon)
                 MHD_stop_daemon(ls->tcp.daemon);
         if (ls->unix_.daemon) {
@@ -390,6 +420,8 @@ int cm_http_serve(mcp_server *srv, const cm_http_opts *opts, cm_err *err) {
                                   "PATH");
         if (cm_mhd_load(err) < 0)
                 return -1;
+        if ((ret = cm_sse_start()) < 0)
+                return cm_err_sys(err, -ret, "http: starting the stream watcher");
         (void)pthread_mutex_init(&h.jobs_mu, NULL);
         (void)pthread_cond_init(&h.jobs_cv, NULL);
         h.sessions = http_sessions_new(opts->max_sessions ? opts->max_sessions : DEFAULT_MAX_SESSIONS,
