@@ -338,8 +338,8 @@ static int open_tcp(cm_http *h, listeners *ls, cm_err *err) {
                 return -1;
         (void)snprintf(url, sizeof url, strchr(b.host, ':') ? "http://[%s]:%u/mcp" : "http://%s:%u/mcp", b.host,
                        b.port);
+        log_auth(h, &ls->tcp, url); /* first: who waits for "listening on" finds it written */
         log_info("listening on %s", url);
-        log_auth(h, &ls->tcp, url);
         return 0;
 }
 
