@@ -119,8 +119,9 @@ int http_spawn(cm_http *h, http_sess *e, json_t *msg, cm_sse *q, bool finish);
  * request handler again, which sends the reply with http_call_reply. */
 typedef struct http_call http_call;
 /* Suspend `c` and run `msg` (taken over) in a worker, its messages
- * collected into `k` (taken over); the reply gets `status`.  Never fails: a
- * worker that cannot start leaves a call that answers 503. */
+ * collected into `k` (taken over); the reply gets `status`.  NULL when the
+ * server is stopping (nothing suspended; answer 503).  A worker that cannot
+ * start leaves a call that answers 503. */
 http_call *http_call_start(cm_http *h, http_sess *e, json_t *msg, http_collect *k, unsigned status,
                            struct MHD_Connection *c);
 /* The reply, once the connection was resumed. */

@@ -208,7 +208,7 @@ enum MHD_Result http_mcp_post(http_req *r, struct MHD_Connection *c) {
         }
         if (mcp_message_is_slow(msg) && !mcp_message_is_quick_call(h->srv, msg)) {
                 r->call = http_call_start(h, r->e, steal_pointer(&msg), k, MHD_HTTP_OK, c);
-                return MHD_YES; /* answered by http_call_reply once resumed */
+                return r->call ? MHD_YES /* answered by http_call_reply once resumed */ : shutting_down(c);
         }
         if (!http_handle(h, r->e, msg, http_collect_sink(k))) {
                 http_collect_drop(k);

@@ -344,17 +344,27 @@ static void *call_main(void *arg) {
 
 http_call *http_call_start(cm_http *h, http_sess *e, json_t *msg, http_collect *k, unsigned status,
                            struct MHD_Connection *c) {
-        http_call *call = xcalloc(1, sizeof *call);
+        http_call *call;
         pthread_attr_t attr;
         pthread_t t;
         int rc;
 
+        (void)pthread_mutex_lock(&h->jobs_mu);
+        if (atomic_load(&h->stopping)) {
+                /* too late: the stop may already have resumed every call,
+                 * and must not meet a connection suspended after that */
+                (void)pthread_mutex_unlock(&h->jobs_mu);
+                json_decref(msg);
+                http_collect_drop(k);
+                return NULL;
+        }
+        call = xcalloc(1, sizeof *call);
         *call = (http_call){.h = h, .e = e, .msg = msg, .k = k, .status = status, .conn = c, .suspended = true};
         atomic_init(&call->refs, 2);
         http_sess_hold(e);
-        /* Suspended before the worker exists, so its resume always follows. */
+        /* Suspended under the lock, before the worker exists: every resume
+         * (the worker's, the stop's) comes after it. */
         MHD_suspend_connection(c);
-        (void)pthread_mutex_lock(&h->jobs_mu);
         call->next = h->calls;
         if (h->calls)
                 h->calls->prev = call;
@@ -368,10 +378,12 @@ http_call *http_call_start(cm_http *h, http_sess *e, json_t *msg, http_collect *
                 (void)pthread_attr_destroy(&attr);
         }
         if (rc != 0) {
+                bool resume;
                 (void)pthread_mutex_lock(&h->jobs_mu);
-                (void)call_unsuspend(call);
+                resume = call_unsuspend(call);
                 (void)pthread_mutex_unlock(&h->jobs_mu);
-                MHD_resume_connection(c); /* answered 503: not done */
+                if (resume)
+                        MHD_resume_connection(c); /* answered 503: not done */
                 call_unref(call);
                 jobs_add(h, -1);
         }
