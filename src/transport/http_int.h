@@ -36,17 +36,17 @@ typedef struct cm_http {
         atomic_int handling; /* threads inside mcp_session_handle */
         pthread_mutex_t jobs_mu;
         pthread_cond_t jobs_cv;
-        unsigned jobs; /* worker threads alive */
+        unsigned jobs;           /* worker threads alive */
         struct http_call *calls; /* suspended calls, under jobs_mu */
-        char *gen_token;  /* the token of the state dir's file, when TCP uses it */
-        char *token_path; /* that file */
+        char *gen_token;         /* the token of the state dir's file, when TCP uses it */
+        char *token_path;        /* that file */
 } cm_http;
 
 /* One listening socket and its daemon. */
 typedef struct http_listener {
         cm_http *h;
         struct MHD_Daemon *daemon;
-        bool check_host; /* TCP only: a Unix socket has no Host to trust */
+        bool check_host;   /* TCP only: a Unix socket has no Host to trust */
         const char *token; /* the bearer token required here, or NULL */
         cm_http_hostpolicy policy;
 } http_listener;
@@ -60,8 +60,8 @@ typedef struct http_req {
         char *body;
         size_t len, cap;
         bool too_big;
-        http_sess *e;     /* busy until the request completes */
-        json_t *deferred; /* legacy: the message to run once the 202 is sent */
+        http_sess *e;           /* busy until the request completes */
+        json_t *deferred;       /* legacy: the message to run once the 202 is sent */
         struct http_call *call; /* a call run by a worker while the connection is suspended */
 } http_req;
 

@@ -66,8 +66,7 @@ static int read_existing(int dfd, const char *path, char **ret_token, cm_err *er
         if (fd < 0 || fstat(fd, &st) < 0)
                 return cm_err_sys(err, errno, "HTTP token: %s", path);
         if (!S_ISREG(st.st_mode))
-                return cm_err_set(err, EINVAL, "HTTP token: %s is not a regular file; remove it and start again",
-                                  path);
+                return cm_err_set(err, EINVAL, "HTTP token: %s is not a regular file; remove it and start again", path);
         if (st.st_uid != geteuid() || (st.st_mode & 07777) != 0600)
                 return cm_err_set(err, EPERM,
                                   "HTTP token: %s is owned by uid %u with mode %04o; it must be owned by uid %u with "
