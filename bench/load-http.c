@@ -257,9 +257,11 @@ static void format_http_request(struct http_conn *hc, const struct buf *body, st
                      "POST %s HTTP/1.1\r\nHost: %s:%s\r\n"
                      "Content-Type: application/json\r\n"
                      "Accept: application/json, text/event-stream\r\n"
-                     "%s%s%s%s%s%s"
+                     "%s%s%s%s%s%s%s%s%s"
                      "Content-Length: %zu\r\n\r\n",
                      hc->url->path, hc->url->host, hc->url->port,
+                     hc->url->token ? "Authorization: Bearer " : "", hc->url->token ? hc->url->token : "",
+                     hc->url->token ? "\r\n" : "",
                      hc->session ? "Mcp-Session-Id: " : "", hc->session ? hc->session : "",
                      hc->session ? "\r\n" : "",
                      hc->version ? "MCP-Protocol-Version: " : "", hc->version ? hc->version : "",

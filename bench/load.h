@@ -102,6 +102,7 @@ struct url {
         char host[256];
         char port[16];
         char path[512];
+        const char *token;      /* bearer token, or NULL */
 };
 
 struct http_conn {

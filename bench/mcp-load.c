@@ -50,6 +50,7 @@ struct opts {
         json_t *cleanup_args;
         bool kv;
         const char *url;
+        const char *token;              /* http: bearer token, or NULL */
         char **cmd;
 };
 
@@ -489,6 +490,7 @@ static int run_http(const struct opts *o, struct result *res)
         int r;
 
         parse_url(o->url, &u);
+        u.token = o->token;
         http_idle_rss(o, &u, res);
         run.clients = xcalloc((size_t)o->clients, sizeof(*run.clients));
         barrier_init(&run.ready, (unsigned)o->clients + 1);
@@ -601,7 +603,7 @@ static void report(const struct opts *o, struct result *res)
 /* ------------------------------------------------------------------ */
 /* command line                                                        */
 
-enum { OPT_SETUP_TOOL = 256, OPT_SETUP_ARGS, OPT_CLEANUP_TOOL, OPT_CLEANUP_ARGS };
+enum { OPT_SETUP_TOOL = 256, OPT_SETUP_ARGS, OPT_CLEANUP_TOOL, OPT_CLEANUP_ARGS, OPT_TOKEN };
 
 /* The JSON texts of the options, parsed once jansson is seeded. */
 struct json_opts {
@@ -622,6 +624,7 @@ static void usage(FILE *f)
               "                     session each (default 4)\n"
               "  -w, --warmup N     unmeasured calls per client first (default 1000)\n"
               "  -p, --pid PID      http: server pid, for RSS and CPU figures\n"
+              "  --token TOKEN      http: send \"Authorization: Bearer TOKEN\"\n"
               "  -i, --idle-ms MS   idle time after initialize before reading RSS\n"
               "                     (default 300)\n"
               "  -t, --text TEXT    text to echo (default \"hello\")\n"
@@ -677,6 +680,7 @@ static void parse_option(struct opts *o, struct json_opts *j, int opt, const cha
         case 'T': o->tool = arg; break;
         case 'a': j->args = arg; break;
         case OPT_SETUP_TOOL: o->setup_tool = arg; break;
+        case OPT_TOKEN: o->token = arg; break;
         case OPT_SETUP_ARGS: j->setup_args = arg; break;
         case OPT_CLEANUP_TOOL: o->cleanup_tool = arg; break;
         case OPT_CLEANUP_ARGS: j->cleanup_args = arg; break;
@@ -699,6 +703,7 @@ static void parse_args(int argc, char **argv, struct opts *o, struct json_opts *
                 { "tool", required_argument, NULL, 'T' },
                 { "args", required_argument, NULL, 'a' },
                 { "setup-tool", required_argument, NULL, OPT_SETUP_TOOL },
+                { "token", required_argument, NULL, OPT_TOKEN },
                 { "setup-args", required_argument, NULL, OPT_SETUP_ARGS },
                 { "cleanup-tool", required_argument, NULL, OPT_CLEANUP_TOOL },
                 { "cleanup-args", required_argument, NULL, OPT_CLEANUP_ARGS },

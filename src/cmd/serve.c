@@ -26,6 +26,8 @@ static void serve_help(void) {
                "  --http [HOST:]PORT      Streamable HTTP at /mcp and legacy SSE at /sse (HOST defaults\n"
                "                          to 127.0.0.1; PORT 0 picks a free port)\n"
                "  --socket PATH           the same HTTP over a Unix socket created with mode 0600\n"
+"  --no-auth               HTTP on loopback without a token: every local user can then\n"
+               "                          use this server; refused on other addresses\n"
                "  --allow-host NAME       accept this Host/Origin name too (repeatable;\n"
                "                          env CONTAINER_MCP_ALLOWED_HOSTS)\n"
                "  --toolsets LIST         tool families, comma-separated: containers, images, sandbox,\n"
@@ -38,8 +40,10 @@ static void serve_help(void) {
                "  --env-file PATH         read CONTAINER_MCP_* settings from a file (the environment wins)\n"
                "  --log-level LEVEL       debug, info, warn or error (stderr; default info)\n"
                "  -h, --help              show this help\n\n"
-               "HTTP takes a bearer token when CONTAINER_MCP_TOKEN is set. See README.md for every\n"
-               "CONTAINER_MCP_* policy setting.\n");
+               "HTTP needs a bearer token: CONTAINER_MCP_TOKEN, or else (loopback only) the one\n"
+               "generated into the state dir's http-token file, which the log names. An address\n"
+               "other than loopback needs CONTAINER_MCP_TOKEN. The Unix socket needs none unless\n"
+               "CONTAINER_MCP_TOKEN is set. See README.md for every CONTAINER_MCP_* setting.\n");
 }
 
 typedef struct serve_opts {
@@ -47,6 +51,7 @@ typedef struct serve_opts {
         const char *hosts[32];
         size_t n_hosts;
         unsigned long page_size, max_message;
+        bool no_auth;
 } serve_opts;
 
 static int parse_number(const char *opt, const char *v, unsigned long min, unsigned long max, unsigned long *ret) {
@@ -61,7 +66,7 @@ static int parse_number(const char *opt, const char *v, unsigned long min, unsig
 }
 
 static int parse_args(int argc, char **argv, serve_opts *o) {
-        enum { O_HTTP = 256, O_SOCKET, O_HOST, O_TOOLSETS, O_BACKEND, O_PAGE, O_MAXMSG, O_ENVFILE, O_LOGLEVEL };
+        enum { O_HTTP = 256, O_SOCKET, O_HOST, O_TOOLSETS, O_BACKEND, O_PAGE, O_MAXMSG, O_ENVFILE, O_LOGLEVEL, O_NOAUTH };
         static const struct option opts[] = {
                 {"http", required_argument, NULL, O_HTTP},
                 {"socket", required_argument, NULL, O_SOCKET},
@@ -72,6 +77,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                 {"max-message-bytes", required_argument, NULL, O_MAXMSG},
                 {"env-file", required_argument, NULL, O_ENVFILE},
                 {"log-level", required_argument, NULL, O_LOGLEVEL},
+                {"no-auth", no_argument, NULL, O_NOAUTH},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
@@ -100,6 +106,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                         break;
                 case O_ENVFILE: o->env_file = optarg; break;
                 case O_LOGLEVEL: o->log_level = optarg; break;
+                case O_NOAUTH: o->no_auth = true; break;
                 case ':': return (void)cmd_usage_error("serve", "option %s needs a value", argv[optind - 1]), -1;
                 default: return (void)cmd_usage_error("serve", "unknown option %s", argv[optind - 1]), -1;
                 }
@@ -161,6 +168,11 @@ static int run_transport(mcp_server *srv, const cm_config *cfg, const serve_opts
         http.socket_path = o->socket;
         http.token = cfg->token;
         http.allowed_hosts = (const char *const *)cfg->allowed_hosts;
+        http.state_dir = cfg->state_dir;
+        http.no_auth = o->no_auth;
+        http.conn_timeout_sec = cfg->http_timeout_sec;
+        http.max_conns = cfg->http_max_connections;
+        http.max_conns_per_ip = cfg->http_client_connections;
         return cm_http_serve(srv, &http, err);
 }
 

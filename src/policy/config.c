@@ -301,6 +301,23 @@ static int env_uint(const char *name, unsigned long min, unsigned long max, unsi
         return 0;
 }
 
+/* The HTTP transport's connection limits (issue 7, point 9). */
+static int load_http_numbers(cm_config *cfg, cm_err *err) {
+        unsigned long n = cfg->http_timeout_sec;
+        if (env_uint("CONTAINER_MCP_HTTP_TIMEOUT", 1, 86400, &n, err) < 0)
+                return -EINVAL;
+        cfg->http_timeout_sec = (unsigned)n;
+        n = cfg->http_max_connections;
+        if (env_uint("CONTAINER_MCP_HTTP_MAX_CONNECTIONS", 1, 65536, &n, err) < 0)
+                return -EINVAL;
+        cfg->http_max_connections = (unsigned)n;
+        n = cfg->http_client_connections;
+        if (env_uint("CONTAINER_MCP_HTTP_CLIENT_CONNECTIONS", 1, 65536, &n, err) < 0)
+                return -EINVAL;
+        cfg->http_client_connections = (unsigned)n;
+        return 0;
+}
+
 static int load_numbers(cm_config *cfg, cm_err *err) {
         const char *v;
         unsigned long n;
@@ -334,7 +351,7 @@ static int load_numbers(cm_config *cfg, cm_err *err) {
         if (env_uint("CONTAINER_MCP_MAX_MESSAGE_BYTES", 1024, 1ul << 30, &n, err) < 0)
                 return -EINVAL;
         cfg->max_message_bytes = n;
-        return 0;
+        return load_http_numbers(cfg, err);
 }
 
 static int load_env(cm_config *cfg, cm_err *err) {
@@ -435,6 +452,9 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->default_memory = 2ll << 30;
         cfg->timeout_ms = 120000;
         cfg->max_containers = 10;
+        cfg->http_timeout_sec = 30;
+        cfg->http_max_connections = 4096;
+        cfg->http_client_connections = 512;
         cfg->allowed_hosts = strv_new();
         cfg->allowed_mounts = strv_new();
         cfg->image_dirs = strv_new();

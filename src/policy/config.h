@@ -40,6 +40,9 @@ typedef struct cm_config {
         /* Ceilings on what a run may ask for (default: the host's). */
         int64_t max_memory;        /* bytes, CONTAINER_MCP_MAX_MEMORY */
         double max_cpus;           /* CONTAINER_MCP_MAX_CPUS */
+        unsigned http_timeout_sec;        /* idle or stalled HTTP connections closed after this */
+        unsigned http_max_connections;    /* HTTP connections at once, per listener */
+        unsigned http_client_connections; /* HTTP connections at once from one address */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */

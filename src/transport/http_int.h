@@ -36,14 +36,18 @@ typedef struct cm_http {
         atomic_int handling; /* threads inside mcp_session_handle */
         pthread_mutex_t jobs_mu;
         pthread_cond_t jobs_cv;
-        unsigned jobs; /* worker threads alive */
+        unsigned jobs;           /* worker threads alive */
+        struct http_call *calls; /* suspended calls, under jobs_mu */
+        char *gen_token;         /* the token of the state dir's file, when TCP uses it */
+        char *token_path;        /* that file */
 } cm_http;
 
 /* One listening socket and its daemon. */
 typedef struct http_listener {
         cm_http *h;
         struct MHD_Daemon *daemon;
-        bool check_host; /* TCP only: a Unix socket has no Host to trust */
+        bool check_host;   /* TCP only: a Unix socket has no Host to trust */
+        const char *token; /* the bearer token required here, or NULL */
         cm_http_hostpolicy policy;
 } http_listener;
 
@@ -56,8 +60,9 @@ typedef struct http_req {
         char *body;
         size_t len, cap;
         bool too_big;
-        http_sess *e;     /* busy until the request completes */
-        json_t *deferred; /* legacy: the message to run once the 202 is sent */
+        http_sess *e;           /* busy until the request completes */
+        json_t *deferred;       /* legacy: the message to run once the 202 is sent */
+        struct http_call *call; /* a call run by a worker while the connection is suspended */
 } http_req;
 
 /* ---- http_run.c: replies ---- */
@@ -106,6 +111,27 @@ bool http_handle(cm_http *h, http_sess *e, json_t *msg, mcp_sink *out);
  * Takes over `msg` (also on failure): its reference count is then touched by
  * one thread only.  Returns 0 or -errno. */
 int http_spawn(cm_http *h, http_sess *e, json_t *msg, cm_sse *q, bool finish);
+
+/* A request whose reply is one JSON body but that may take long (a
+ * tools/call): a worker runs it while its connection is suspended, so the
+ * thread that serves the connection (and many others) never waits on a tool.
+ * The worker resumes the connection when done; libmicrohttpd then calls the
+ * request handler again, which sends the reply with http_call_reply. */
+typedef struct http_call http_call;
+/* Suspend `c` and run `msg` (taken over) in a worker, its messages
+ * collected into `k` (taken over); the reply gets `status`.  NULL when the
+ * server is stopping (nothing suspended; answer 503).  A worker that cannot
+ * start leaves a call that answers 503. */
+http_call *http_call_start(cm_http *h, http_sess *e, json_t *msg, http_collect *k, unsigned status,
+                           struct MHD_Connection *c);
+/* The reply, once the connection was resumed. */
+enum MHD_Result http_call_reply(http_call *call, struct MHD_Connection *c);
+/* The request is over (its connection closed or answered). */
+void http_call_end(http_call *call);
+/* Resume the connection of every call still running (the server stops;
+ * libmicrohttpd must not be stopped with a suspended connection): they are
+ * answered 503 and their workers' results dropped. */
+void http_calls_resume_all(cm_http *h);
 
 /* ---- http_mcp.c and http_legacy.c ---- */
 

@@ -43,7 +43,7 @@ static enum MHD_Result open_sse(http_req *r, struct MHD_Connection *c) {
                                   "too many sessions (%u, the limit): close unused /sse streams, or wait for idle "
                                   "sessions to expire",
                                   http_sessions_max(h->sessions));
-        q = cm_sse_new(http_conn_fd(c), CM_SSE_SESSION);
+        q = cm_sse_new(c, http_conn_fd(c), CM_SSE_SESSION);
         (void)http_sess_attach(r->e, q); /* a new session has no stream yet */
         endpoint = xasprintf("/messages?sessionId=%s", mcp_session_id(http_sess_mcp(r->e)));
         (void)cm_sse_push(q, "endpoint", endpoint, strlen(endpoint));

@@ -58,7 +58,7 @@ static void stream_closed(cm_sse *q, void *arg) {
 }
 
 static enum MHD_Result open_stream(http_req *r, struct MHD_Connection *c) {
-        cm_sse *q = cm_sse_new(http_conn_fd(c), CM_SSE_SESSION);
+        cm_sse *q = cm_sse_new(c, http_conn_fd(c), CM_SSE_SESSION);
         struct MHD_Response *resp;
         if (!http_sess_attach(r->e, q)) {
                 cm_sse_unref(q);
@@ -169,7 +169,7 @@ static enum MHD_Result post_initialize(http_req *r, struct MHD_Connection *c, js
 /* The reply streams: a worker runs the request while this connection's
  * thread writes its progress, log messages and response as events. */
 static enum MHD_Result post_stream(http_req *r, struct MHD_Connection *c, json_t *msg) {
-        cm_sse *q = cm_sse_new(http_conn_fd(c), CM_SSE_REQUEST);
+        cm_sse *q = cm_sse_new(c, http_conn_fd(c), CM_SSE_REQUEST);
         struct MHD_Response *resp;
         int rc = http_spawn(r->l->h, r->e, msg, q, true);
         if (rc < 0) {
@@ -205,6 +205,10 @@ enum MHD_Result http_mcp_post(http_req *r, struct MHD_Connection *c) {
         if (mcp_message_progress_token(msg) && mcp_message_has_request(msg)) {
                 http_collect_drop(k);
                 return post_stream(r, c, steal_pointer(&msg));
+        }
+        if (mcp_message_is_slow(msg) && !mcp_message_is_quick_call(h->srv, msg)) {
+                r->call = http_call_start(h, r->e, steal_pointer(&msg), k, MHD_HTTP_OK, c);
+                return r->call ? MHD_YES /* answered by http_call_reply once resumed */ : shutting_down(c);
         }
         if (!http_handle(h, r->e, msg, http_collect_sink(k))) {
                 http_collect_drop(k);

@@ -291,3 +291,147 @@ int http_spawn(cm_http *h, http_sess *e, json_t *msg, cm_sse *q, bool finish) {
         }
         return 0;
 }
+
+/* ---- calls run while their connection is suspended ------------------------- */
+
+struct http_call {
+        cm_http *h;
+        http_sess *e;
+        json_t *msg;
+        http_collect *k;
+        unsigned status;
+        struct MHD_Connection *conn;
+        atomic_int refs; /* the request's and the worker's */
+        /* under h->jobs_mu */
+        bool suspended; /* whoever clears it resumes the connection */
+        bool done;      /* the worker finished: k holds the reply */
+        bool handled;   /* ... and the call ran (false: the server was stopping) */
+        http_call *prev, *next;
+};
+
+static void call_unref(http_call *call) {
+        if (atomic_fetch_sub(&call->refs, 1) != 1)
+                return;
+        json_decref(call->msg);
+        if (call->k)
+                http_collect_drop(call->k);
+        http_sess_put(call->e);
+        free(call);
+}
+
+/* Called with h->jobs_mu held.  True when the caller must resume. */
+static bool call_unsuspend(http_call *call) {
+        bool was = call->suspended;
+        call->suspended = false;
+        return was;
+}
+
+static void *call_main(void *arg) {
+        http_call *call = arg;
+        cm_http *h = call->h;
+        bool resume, handled = http_handle(h, call->e, call->msg, http_collect_sink(call->k));
+        (void)pthread_mutex_lock(&h->jobs_mu);
+        call->done = true;
+        call->handled = handled;
+        resume = call_unsuspend(call);
+        (void)pthread_mutex_unlock(&h->jobs_mu);
+        if (resume)
+                MHD_resume_connection(call->conn); /* suspended until now, so still there */
+        call_unref(call);
+        jobs_add(h, -1);
+        return NULL;
+}
+
+http_call *http_call_start(cm_http *h, http_sess *e, json_t *msg, http_collect *k, unsigned status,
+                           struct MHD_Connection *c) {
+        http_call *call;
+        pthread_attr_t attr;
+        pthread_t t;
+        int rc;
+
+        (void)pthread_mutex_lock(&h->jobs_mu);
+        if (atomic_load(&h->stopping)) {
+                /* too late: the stop may already have resumed every call,
+                 * and must not meet a connection suspended after that */
+                (void)pthread_mutex_unlock(&h->jobs_mu);
+                json_decref(msg);
+                http_collect_drop(k);
+                return NULL;
+        }
+        call = xcalloc(1, sizeof *call);
+        *call = (http_call){.h = h, .e = e, .msg = msg, .k = k, .status = status, .conn = c, .suspended = true};
+        atomic_init(&call->refs, 2);
+        http_sess_hold(e);
+        /* Suspended under the lock, before the worker exists: every resume
+         * (the worker's, the stop's) comes after it. */
+        MHD_suspend_connection(c);
+        call->next = h->calls;
+        if (h->calls)
+                h->calls->prev = call;
+        h->calls = call;
+        h->jobs++;
+        (void)pthread_mutex_unlock(&h->jobs_mu);
+        rc = pthread_attr_init(&attr);
+        if (rc == 0) {
+                (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                rc = pthread_create(&t, &attr, call_main, call);
+                (void)pthread_attr_destroy(&attr);
+        }
+        if (rc != 0) {
+                bool resume;
+                (void)pthread_mutex_lock(&h->jobs_mu);
+                resume = call_unsuspend(call);
+                (void)pthread_mutex_unlock(&h->jobs_mu);
+                if (resume)
+                        MHD_resume_connection(c); /* answered 503: not done */
+                call_unref(call);
+                jobs_add(h, -1);
+        }
+        return call;
+}
+
+enum MHD_Result http_call_reply(http_call *call, struct MHD_Connection *c) {
+        cm_http *h = call->h;
+        http_collect *k = NULL;
+        struct MHD_Response *resp;
+        (void)pthread_mutex_lock(&h->jobs_mu);
+        if (call->done && call->handled)
+                k = steal_pointer(&call->k);
+        (void)pthread_mutex_unlock(&h->jobs_mu);
+        if (!k)
+                return http_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, HTTP_UNAVAILABLE,
+                                  "the call could not finish: the server is shutting down (or could not start a "
+                                  "thread for it); send it again once the server is back");
+        resp = http_collect_response(k);
+        return resp ? http_queue(c, call->status, resp) : http_empty(c, MHD_HTTP_ACCEPTED);
+}
+
+void http_call_end(http_call *call) {
+        cm_http *h = call->h;
+        (void)pthread_mutex_lock(&h->jobs_mu);
+        if (call->prev)
+                call->prev->next = call->next;
+        else
+                h->calls = call->next;
+        if (call->next)
+                call->next->prev = call->prev;
+        (void)pthread_mutex_unlock(&h->jobs_mu);
+        call_unref(call);
+}
+
+void http_calls_resume_all(cm_http *h) {
+        struct MHD_Connection **v = NULL;
+        size_t n = 0, cap = 0;
+        (void)pthread_mutex_lock(&h->jobs_mu);
+        for (http_call *call = h->calls; call; call = call->next) {
+                if (!call_unsuspend(call))
+                        continue;
+                if (n == cap)
+                        v = xrealloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
+                v[n++] = call->conn;
+        }
+        (void)pthread_mutex_unlock(&h->jobs_mu);
+        for (size_t i = 0; i < n; i++) /* outside the lock, as the workers do */
+                MHD_resume_connection(v[i]);
+        free(v);
+}

@@ -5,13 +5,12 @@
 #include <inttypes.h>
 #include <microhttpd.h>
 #include "util/lazy.h" /* MHD_* calls go through the table loaded on first use */
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +18,8 @@
 #include "util/cleanup.h"
 
 #define KEEPALIVE_MS 15000
+/* The watcher looks at the clocks of suspended streams this often. */
+#define TICK_MS 1000
 /* A client that stops reading must not make us hold its events forever:
  * past this much unsent data the stream counts as dead. */
 #define MAX_PENDING (32u << 20)
@@ -32,11 +33,15 @@ struct cm_sse {
         cm_sbuf out; /* encoded, not yet written */
         size_t off;  /* written part of out */
         bool finished, dead;
-        int efd; /* written when bytes are queued or the state changes */
+        struct MHD_Connection *conn;
+        bool suspended; /* by the content reader; whoever clears it resumes */
         int sock;
-        int64_t last_ms; /* last write to the client */
+        _Atomic int64_t last_ms; /* last write to the client; read by the watcher */
         cm_sse_close_fn on_close;
         void *close_arg;
+        /* the watcher's, under watch.mu */
+        uint64_t watch_id; /* 0: not watched */
+        cm_sse *watch_prev, *watch_next;
 };
 
 /* Event ids only need to be unique within a session; one counter for the
@@ -49,10 +54,178 @@ static int64_t now_ms(void) {
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void wake(cm_sse *q) {
-        uint64_t one = 1;
-        (void)!write(q->efd, &one, sizeof one);
+/* ---- the watcher of suspended streams -------------------------------------- */
+
+/* Lock order: a stream's mu, then watch.mu. */
+static struct {
+        pthread_mutex_t mu;
+        pthread_once_t once;
+        int start_error;
+        int epfd;
+        uint64_t next_id;
+        bool stopping;
+        cm_sse *head; /* every suspended stream, each with a reference */
+} watch = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_ONCE_INIT, 0, -1, 1, false, NULL};
+
+/* Called with q->mu held: q suspends.  False when the server stops. */
+static bool watch_add(cm_sse *q) {
+        struct epoll_event ev = {.events = EPOLLRDHUP};
+        bool ok;
+        (void)pthread_mutex_lock(&watch.mu);
+        ok = !watch.stopping;
+        if (ok) {
+                q->watch_id = watch.next_id++;
+                q->watch_prev = NULL;
+                q->watch_next = watch.head;
+                if (watch.head)
+                        watch.head->watch_prev = q;
+                watch.head = q;
+                cm_sse_ref(q);
+                ev.data.u64 = q->watch_id;
+                if (q->sock >= 0)
+                        (void)epoll_ctl(watch.epfd, EPOLL_CTL_ADD, q->sock, &ev);
+        }
+        (void)pthread_mutex_unlock(&watch.mu);
+        return ok;
 }
+
+/* Returns true when the caller must drop the watcher's reference. */
+static bool watch_del(cm_sse *q) {
+        bool was;
+        (void)pthread_mutex_lock(&watch.mu);
+        was = q->watch_id != 0;
+        if (was) {
+                if (q->sock >= 0)
+                        (void)epoll_ctl(watch.epfd, EPOLL_CTL_DEL, q->sock, NULL);
+                if (q->watch_prev)
+                        q->watch_prev->watch_next = q->watch_next;
+                else
+                        watch.head = q->watch_next;
+                if (q->watch_next)
+                        q->watch_next->watch_prev = q->watch_prev;
+                q->watch_id = 0;
+                q->watch_prev = q->watch_next = NULL;
+        }
+        (void)pthread_mutex_unlock(&watch.mu);
+        return was;
+}
+
+/* Called with q->mu held after a change the reader must see.  True when the
+ * reader had suspended the connection: the caller then calls wake_finish()
+ * once q->mu is unlocked.  Only the one who clears `suspended` resumes, so
+ * the connection stays valid until then. */
+static bool wake_locked(cm_sse *q) {
+        if (!q->suspended)
+                return false;
+        q->suspended = false;
+        return true;
+}
+
+static void wake_finish(cm_sse *q) {
+        /* Out of the watch list first: once resumed, the reader may suspend
+         * and add it again. */
+        bool drop = watch_del(q);
+        MHD_resume_connection(q->conn);
+        if (drop)
+                cm_sse_unref(q);
+}
+
+/* Apply `what` to q and resume it. */
+enum nudge { NUDGE_KEEPALIVE, NUDGE_HANGUP, NUDGE_STOP };
+
+static void nudge(cm_sse *q, enum nudge what) {
+        bool resume;
+        (void)pthread_mutex_lock(&q->mu);
+        if (what == NUDGE_KEEPALIVE && q->suspended)
+                cm_sbuf_add(&q->out, ": keepalive\n\n", 13);
+        else if (what == NUDGE_HANGUP)
+                q->dead = true;
+        else if (what == NUDGE_STOP)
+                q->finished = true; /* shutting down: end the stream cleanly */
+        resume = wake_locked(q);
+        (void)pthread_mutex_unlock(&q->mu);
+        if (resume)
+                wake_finish(q);
+}
+
+/* Streams with a reference each, under watch.mu: those whose keep-alive is
+ * due (or all of them), or the one of a watch id. */
+static size_t collect(cm_sse ***ret, bool all, int64_t due_before, uint64_t id) {
+        size_t n = 0, cap = 0;
+        cm_sse **v = NULL;
+        (void)pthread_mutex_lock(&watch.mu);
+        for (cm_sse *q = watch.head; q; q = q->watch_next) {
+                if (!(all || (id && q->watch_id == id) || (!id && q->last_ms < due_before)))
+                        continue;
+                if (n == cap)
+                        v = xrealloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
+                cm_sse_ref(q);
+                v[n++] = q;
+        }
+        (void)pthread_mutex_unlock(&watch.mu);
+        *ret = v;
+        return n;
+}
+
+static void nudge_all(cm_sse **v, size_t n, enum nudge what) {
+        for (size_t i = 0; i < n; i++) {
+                nudge(v[i], what);
+                cm_sse_unref(v[i]);
+        }
+        free(v);
+}
+
+static void *watch_main(void *arg) {
+        struct epoll_event ev[64];
+        cm_sse **v;
+        (void)arg;
+        for (;;) {
+                int n = epoll_wait(watch.epfd, ev, 64, TICK_MS);
+                for (int i = 0; i < n; i++) {
+                        size_t k = collect(&v, false, 0, ev[i].data.u64);
+                        nudge_all(v, k, NUDGE_HANGUP);
+                }
+                size_t k = collect(&v, false, now_ms() - KEEPALIVE_MS, 0);
+                nudge_all(v, k, NUDGE_KEEPALIVE);
+        }
+        return NULL;
+}
+
+static void watch_init(void) {
+        pthread_attr_t attr;
+        pthread_t t;
+        watch.epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (watch.epfd < 0) {
+                watch.start_error = errno;
+                return;
+        }
+        watch.start_error = pthread_attr_init(&attr);
+        if (watch.start_error)
+                return;
+        (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        watch.start_error = pthread_create(&t, &attr, watch_main, NULL);
+        (void)pthread_attr_destroy(&attr);
+}
+
+int cm_sse_start(void) {
+        (void)pthread_once(&watch.once, watch_init);
+        (void)pthread_mutex_lock(&watch.mu);
+        watch.stopping = false;
+        (void)pthread_mutex_unlock(&watch.mu);
+        return -watch.start_error;
+}
+
+void cm_sse_stop_all(void) {
+        cm_sse **v;
+        size_t n;
+        (void)pthread_mutex_lock(&watch.mu);
+        watch.stopping = true;
+        (void)pthread_mutex_unlock(&watch.mu);
+        n = collect(&v, true, 0, 0);
+        nudge_all(v, n, NUDGE_STOP);
+}
+
+/* ---- streams ---------------------------------------------------------------- */
 
 static int sink_send(mcp_sink *self, const char *json, size_t len) {
         return cm_sse_push((cm_sse *)self, "message", json, len);
@@ -96,14 +269,12 @@ void cm_sse_encode(cm_sbuf *b, enum cm_sse_kind kind, const char *event, const c
         cm_sbuf_add(b, "\n", 1);
 }
 
-cm_sse *cm_sse_new(int sock_fd, enum cm_sse_kind kind) {
+cm_sse *cm_sse_new(struct MHD_Connection *conn, int sock_fd, enum cm_sse_kind kind) {
         cm_sse *q = xcalloc(1, sizeof *q);
         q->sink = (mcp_sink){sink_send, sink_ref, sink_unref};
         atomic_init(&q->refs, 1);
         (void)pthread_mutex_init(&q->mu, NULL);
-        q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (q->efd < 0)
-                abort(); /* like an allocation failure: out of fds or memory */
+        q->conn = conn;
         q->sock = sock_fd;
         q->kind = kind;
         q->last_ms = now_ms();
@@ -118,7 +289,6 @@ void cm_sse_ref(cm_sse *q) { atomic_fetch_add(&q->refs, 1); }
 void cm_sse_unref(cm_sse *q) {
         if (!q || atomic_fetch_sub(&q->refs, 1) != 1)
                 return;
-        (void)close(q->efd);
         (void)pthread_mutex_destroy(&q->mu);
         free(q->out.p);
         free(q);
@@ -128,6 +298,7 @@ mcp_sink *cm_sse_sink(cm_sse *q) { return &q->sink; }
 
 int cm_sse_push(cm_sse *q, const char *event, const char *data, size_t len) {
         int ret = 0;
+        bool resume;
         (void)pthread_mutex_lock(&q->mu);
         if (q->finished || q->dead)
                 ret = -EPIPE;
@@ -135,16 +306,21 @@ int cm_sse_push(cm_sse *q, const char *event, const char *data, size_t len) {
                 ret = -ENOBUFS, q->dead = true;
         else
                 cm_sse_encode(&q->out, q->kind, event, data, len);
+        resume = wake_locked(q);
         (void)pthread_mutex_unlock(&q->mu);
-        wake(q);
+        if (resume)
+                wake_finish(q);
         return ret;
 }
 
 void cm_sse_finish(cm_sse *q) {
+        bool resume;
         (void)pthread_mutex_lock(&q->mu);
         q->finished = true;
+        resume = wake_locked(q);
         (void)pthread_mutex_unlock(&q->mu);
-        wake(q);
+        if (resume)
+                wake_finish(q);
 }
 
 void cm_sse_on_close(cm_sse *q, cm_sse_close_fn fn, void *arg) {
@@ -156,9 +332,13 @@ void cm_sse_on_close(cm_sse *q, cm_sse_close_fn fn, void *arg) {
 
 /* ---- the libmicrohttpd side ---------------------------------------------- */
 
-/* Bytes for the client, or an end marker, or 0 when there is nothing yet. */
-static ssize_t take(cm_sse *q, char *out, size_t max) {
+/* Bytes for the client, or an end marker; with nothing to write yet, the
+ * connection is suspended and 0 returned (libmicrohttpd asks again once it is
+ * resumed).  Never blocks: this thread serves other connections too. */
+static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max) {
+        cm_sse *q = cls;
         ssize_t r = 0;
+        (void)pos;
         (void)pthread_mutex_lock(&q->mu);
         if (q->out.len > q->off) {
                 size_t n = q->out.len - q->off < max ? q->out.len - q->off : max;
@@ -170,47 +350,14 @@ static ssize_t take(cm_sse *q, char *out, size_t max) {
                 r = (ssize_t)n;
         } else if (q->dead) {
                 r = MHD_CONTENT_READER_END_WITH_ERROR;
-        } else if (q->finished) {
-                r = MHD_CONTENT_READER_END_OF_STREAM;
+        } else if (q->finished || !watch_add(q)) {
+                r = MHD_CONTENT_READER_END_OF_STREAM; /* finished, or the server stops */
+        } else {
+                MHD_suspend_connection(q->conn);
+                q->suspended = true;
         }
         (void)pthread_mutex_unlock(&q->mu);
         return r;
-}
-
-/* Block until something happens: an event, a hang-up, a stop, or the time
- * for a keepalive comment. */
-static void wait_event(cm_sse *q) {
-        struct pollfd p[3] = {
-                {q->efd, POLLIN, 0},
-                {q->sock, POLLRDHUP, 0}, /* only hang-ups: a pipelined request is not one */
-                {cm_stop_fd(), POLLIN, 0},
-        };
-        int64_t left = q->last_ms + KEEPALIVE_MS - now_ms();
-        uint64_t v;
-        int n = left > 0 ? poll(p, 3, (int)left) : 0;
-
-        (void)pthread_mutex_lock(&q->mu);
-        if (n == 0) {
-                cm_sbuf_add(&q->out, ": keepalive\n\n", 13);
-        } else if (n > 0) {
-                if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
-                        q->dead = true;
-                if (p[2].revents)
-                        q->finished = true; /* shutting down: end the stream cleanly */
-        }
-        (void)pthread_mutex_unlock(&q->mu);
-        if (n > 0 && p[0].revents)
-                (void)!read(q->efd, &v, sizeof v);
-}
-
-static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max) {
-        cm_sse *q = cls;
-        for (;;) {
-                ssize_t r = take(q, out, max);
-                if (r != 0)
-                        return r;
-                wait_event(q);
-        }
 }
 
 static void sse_free(void *cls) {

@@ -2,11 +2,19 @@
  *
  * A stream is a queue of encoded events between the threads that produce MCP
  * messages (tool calls, the session's notifications) and the libmicrohttpd
- * connection thread that writes them.  The connection thread blocks in the
- * content reader until an event arrives, the peer hangs up, a stop is
- * requested or 15 s pass (then it writes a ": keepalive" comment so a dead
- * peer is found).  Its mcp_sink sends "message" events and returns < 0 once
- * the peer is gone, which the MCP layer takes as cancellation of the call. */
+ * thread that writes them.  That thread serves many connections, so it never
+ * waits on a stream: with nothing to write, the content reader suspends the
+ * connection (MHD_suspend_connection) and returns 0, and the next event, the
+ * end of the stream, a hang-up or a stop resumes it.  One watcher thread for
+ * the whole process looks after the suspended streams: their sockets, for
+ * hang-ups (libmicrohttpd does not watch a suspended connection), and their
+ * clocks: after 15 s without a write it queues a ": keepalive" comment, so a
+ * dead peer is found and proxies keep the stream open.  A suspended
+ * connection does not count against libmicrohttpd's idle timeout, so a
+ * stream that is legitimately open is never closed by it.
+ *
+ * The mcp_sink of a stream sends "message" events and returns < 0 once the
+ * peer is gone, which the MCP layer takes as cancellation of the call. */
 #ifndef CM_HTTP_SSE_H
 #define CM_HTTP_SSE_H
 
@@ -15,6 +23,7 @@
 #include "mcp/mcp.h"
 
 struct MHD_Response;
+struct MHD_Connection;
 
 typedef struct cm_sse cm_sse;
 
@@ -35,9 +44,10 @@ enum cm_sse_kind { CM_SSE_REQUEST = 'r', CM_SSE_SESSION = 's' };
  * line. */
 void cm_sse_encode(cm_sbuf *b, enum cm_sse_kind kind, const char *event, const char *data, size_t len);
 
-/* A new stream with one reference.  `sock_fd` is the client's socket, watched
- * for hang-ups while waiting (-1: not watched). */
-cm_sse *cm_sse_new(int sock_fd, enum cm_sse_kind kind);
+/* A new stream with one reference, for the response to `conn` (whose daemon
+ * allows suspension).  `sock_fd` is the client's socket, watched for
+ * hang-ups while the connection is suspended (-1: not watched). */
+cm_sse *cm_sse_new(struct MHD_Connection *conn, int sock_fd, enum cm_sse_kind kind);
 void cm_sse_ref(cm_sse *q);
 void cm_sse_unref(cm_sse *q);
 
@@ -56,6 +66,15 @@ void cm_sse_finish(cm_sse *q);
  * before cm_sse_response(). */
 typedef void (*cm_sse_close_fn)(cm_sse *q, void *arg);
 void cm_sse_on_close(cm_sse *q, cm_sse_close_fn fn, void *arg);
+
+/* Start the watcher thread (once per process) and allow suspensions again
+ * after a cm_sse_stop_all.  Returns 0 or -errno. */
+int cm_sse_start(void);
+
+/* The server stops: end every stream, resume every suspended connection
+ * (libmicrohttpd must not be stopped with one suspended) and suspend none
+ * from now on.  Call before MHD_stop_daemon. */
+void cm_sse_stop_all(void);
 
 /* A libmicrohttpd response that carries the stream (it takes a reference).
  * On allocation failure it returns NULL after running the on_close callback,

@@ -17,6 +17,11 @@ typedef struct cm_http_opts {
         const char *const *allowed_hosts; /* extra Host/Origin names, NULL-terminated, or NULL */
         unsigned max_sessions;    /* 0: default (1024) */
         unsigned session_idle_sec;/* idle sessions are dropped after this; 0: default (3600) */
+        const char *state_dir;    /* where a generated token is kept (TCP without `token`) */
+        bool no_auth;             /* --no-auth: TCP on loopback without a token */
+        unsigned conn_timeout_sec;/* idle or stalled connections are closed after this; 0: 30 */
+        unsigned max_conns;       /* connections at once, per listener; 0: 4096 */
+        unsigned max_conns_per_ip;/* TCP connections at once from one address; 0: 512 */
 } cm_http_opts;
 
 /* MCP over newline-delimited JSON on in_fd/out_fd.  Returns 0 at EOF or on a

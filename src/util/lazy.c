@@ -53,7 +53,8 @@ cm_mhd_api cm_mhd;
 static const char *const mhd_names[] = {
         "MHD_start_daemon",           "MHD_stop_daemon",         "MHD_create_response_from_buffer",
         "MHD_create_response_from_callback", "MHD_add_response_header", "MHD_destroy_response",
-        "MHD_queue_response",         "MHD_lookup_connection_value", "MHD_get_connection_info"};
+        "MHD_queue_response",         "MHD_lookup_connection_value", "MHD_get_connection_info",
+        "MHD_suspend_connection",     "MHD_resume_connection"};
 static cm_lazy_lib mhd_lib = {"libmicrohttpd.so.12", "libmicrohttpd12", mhd_names, (void **)&cm_mhd,
                               sizeof mhd_names / sizeof mhd_names[0], 0, {0}};
 

@@ -74,6 +74,8 @@ typedef struct cm_mhd_api {
         const char *(*lookup_connection_value)(struct MHD_Connection *, enum MHD_ValueKind, const char *);
         const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *,
                                                                enum MHD_ConnectionInfoType, ...);
+        void (*suspend_connection)(struct MHD_Connection *);
+        void (*resume_connection)(struct MHD_Connection *);
 } cm_mhd_api;
 extern cm_mhd_api cm_mhd;
 int cm_mhd_load(cm_err *err);
@@ -87,6 +89,8 @@ int cm_mhd_load(cm_err *err);
 #define MHD_queue_response cm_mhd.queue_response
 #define MHD_lookup_connection_value cm_mhd.lookup_connection_value
 #define MHD_get_connection_info cm_mhd.get_connection_info
+#define MHD_suspend_connection cm_mhd.suspend_connection
+#define MHD_resume_connection cm_mhd.resume_connection
 #endif
 #endif
 

@@ -114,7 +114,7 @@ describe('Streamable HTTP under load', () => {
       });
       sock.on('error', () => {});
       sock.write(
-        `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${srv.port}\r\nAccept: application/json, text/event-stream\r\n` +
+        `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${srv.port}\r\nAuthorization: Bearer ${srv.token}\r\nAccept: application/json, text/event-stream\r\n` +
           `Content-Type: application/json\r\nMcp-Session-Id: ${session}\r\nMCP-Protocol-Version: ${LATEST}\r\n` +
           `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
       );

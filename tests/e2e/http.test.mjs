@@ -240,11 +240,12 @@ describe('Streamable HTTP status codes (raw requests)', () => {
   });
 
   test('--http PORT alone listens on 127.0.0.1', T, async () => {
-    const s2 = spawnServer(['serve', '--http', '0', '--toolsets', 'all']);
+    const token = 'port-alone-0123456789abcdef0123456789';
+    const s2 = spawnServer(['serve', '--http', '0', '--toolsets', 'all'], { env: { CONTAINER_MCP_TOKEN: token } });
     try {
       const m = await s2.waitStderr(/listening on http:\/\/([^/]+):(\d+)\/mcp/);
       assert.equal(m[1], '127.0.0.1', `listens on ${m[1]}`);
-      const { session: s } = await rawHttpSession({ port: Number(m[2]) });
+      const { session: s } = await rawHttpSession({ port: Number(m[2]) }, { headers: { Authorization: `Bearer ${token}` } });
       assert.ok(s);
       await s2.stop();
     } finally {
@@ -431,7 +432,7 @@ describe('HTTP bearer token and size cap', () => {
       const t = { port: srv.port };
       const { session } = await rawHttpSession(t);
       const res = await new Promise((resolve, reject) => {
-        const req = http.request({ host: '127.0.0.1', port: srv.port, method: 'POST', path: '/mcp', headers: mcpHeaders({ session }), agent: false }, (r) => {
+        const req = http.request({ host: '127.0.0.1', port: srv.port, method: 'POST', path: '/mcp', headers: mcpHeaders({ session, extra: { Authorization: `Bearer ${srv.token}` } }), agent: false }, (r) => {
           r.resume();
           resolve({ status: r.statusCode });
         });

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
+import crypto from 'node:crypto';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -294,9 +295,26 @@ export async function stdioClient({ args = ['serve', ...DIAG], env = {}, wrap = 
   };
 }
 
+// HTTP is authenticated by default.  startHttp() gives each server a token of
+// its own (CONTAINER_MCP_TOKEN) unless the test chose the token or --no-auth,
+// and records it by port: the helpers below send it to that port unless the
+// request already carries an Authorization header or says `auth: false`.
+const TOKENS = new Map(); // port -> token
+export const tokenFor = (port) => TOKENS.get(Number(port));
+const hasAuth = (h = {}) => Object.keys(h).some((k) => k.toLowerCase() === 'authorization');
+function withAuth(port, headers = {}, auth = true) {
+  const token = auth ? tokenFor(port) : undefined;
+  return token && !hasAuth(headers) ? { ...headers, Authorization: `Bearer ${token}` } : headers;
+}
+function initWithAuth(url, requestInit = {}) {
+  const u = new URL(url);
+  if (u.protocol !== 'http:' || !u.port) return requestInit;
+  return { ...requestInit, headers: withAuth(u.port, requestInit.headers) };
+}
+
 // The SDK client over Streamable HTTP.
 export async function httpClient(url, { fetch, requestInit } = {}) {
-  const transport = new StreamableHTTPClientTransport(new URL(url), { fetch, requestInit });
+  const transport = new StreamableHTTPClientTransport(new URL(url), { fetch, requestInit: initWithAuth(url, requestInit) });
   const { client, errors } = newClient();
   await withTimeout(client.connect(transport), 10000, 'HTTP initialize');
   return {
@@ -311,8 +329,9 @@ export async function httpClient(url, { fetch, requestInit } = {}) {
 }
 
 // The SDK client over the legacy HTTP+SSE transport.
-export async function sseClient(url) {
-  const transport = new SSEClientTransport(new URL(url));
+export async function sseClient(url, { requestInit } = {}) {
+  const init = initWithAuth(url, requestInit);
+  const transport = new SSEClientTransport(new URL(url), { requestInit: init });
   const { client, errors } = newClient();
   await withTimeout(client.connect(transport), 10000, 'SSE initialize');
   return {
@@ -456,11 +475,17 @@ export class RawStdio {
 // ------------------------------------------------------------ HTTP servers --
 
 export async function startHttp({ args = [], env = {}, toolsets = true } = {}) {
-  const srv = spawnServer(['serve', '--http', '127.0.0.1:0', ...(toolsets ? DIAG : []), ...args], { env });
+  const own = !('CONTAINER_MCP_TOKEN' in env) && !args.includes('--no-auth');
+  const token = own ? crypto.randomBytes(24).toString('hex') : undefined;
+  const srv = spawnServer(['serve', '--http', '127.0.0.1:0', ...(toolsets ? DIAG : []), ...args], {
+    env: own ? { ...env, CONTAINER_MCP_TOKEN: token } : env,
+  });
   try {
     const m = await srv.waitStderr(/listening on (http:\/\/127\.0\.0\.1:(\d+))\/mcp/);
     srv.base = m[1];
     srv.port = Number(m[2]);
+    srv.token = token;
+    if (own) TOKENS.set(srv.port, token);
     srv.url = `${srv.base}/mcp`;
     srv.hostHeader = `127.0.0.1:${srv.port}`;
   } catch (e) {
@@ -489,9 +514,9 @@ export const keepAliveAgent = () => new http.Agent({ keepAlive: true, maxSockets
 
 // One HTTP request with full control of the headers (Host included).  The
 // body is read to its end.  `target` is {port} or {socketPath}.
-export function httpRequest(target, { method = 'POST', path: p = '/mcp', headers = {}, body, agent, timeout = 10000 } = {}) {
+export function httpRequest(target, { method = 'POST', path: p = '/mcp', headers = {}, body, agent, timeout = 10000, auth = true } = {}) {
   const payload = body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
-  const h = { ...headers };
+  const h = withAuth(target.port, { ...headers }, auth);
   if (payload !== undefined && !Object.keys(h).some((k) => k.toLowerCase() === 'content-length')) {
     h['Content-Length'] = Buffer.byteLength(payload);
   }
@@ -529,9 +554,9 @@ export function httpRequest(target, { method = 'POST', path: p = '/mcp', headers
 
 // Open a request and resolve as soon as the response headers arrive; the
 // response stream is handed back unread (for SSE streams).
-export function httpOpen(target, { method = 'GET', path: p = '/mcp', headers = {}, body, agent } = {}) {
+export function httpOpen(target, { method = 'GET', path: p = '/mcp', headers = {}, body, agent, auth = true } = {}) {
   const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
-  const h = { ...headers };
+  const h = withAuth(target.port, { ...headers }, auth);
   if (payload !== undefined) h['Content-Length'] = Buffer.byteLength(payload);
   return withTimeout(
     new Promise((resolve, reject) => {
