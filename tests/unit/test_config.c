@@ -195,6 +195,9 @@ static void test_defaults(void **state) {
         struct stat st;
         assert_int_equal(stat(c.scratch_dir, &st), 0);
         assert_int_equal(st.st_mode & 0777, 0700);
+        /* the state dir the config made is private too */
+        assert_int_equal(stat(c.state_dir, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0700);
         for (size_t i = 0; c.allowed_mounts[i]; i++) {
                 assert_string_not_equal(c.allowed_mounts[i], "/");
                 assert_null(strstr(c.allowed_mounts[i], "/scratch"));
