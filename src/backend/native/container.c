@@ -373,6 +373,15 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
         return 0;
 }
 
+/* Files made in a read-write host mount stay on the host: no setuid or
+ * setgid bit may be set in such a sandbox (seccomp.c). */
+static bool has_rw_mount(const cm_run_spec *spec) {
+        for (size_t i = 0; i < spec->n_mounts; i++)
+                if (!spec->mounts[i].readonly)
+                        return true;
+        return false;
+}
+
 static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
         bool wait = l->kind != L_RUN;
         int step;
@@ -392,7 +401,7 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
                 .pids = spec->pids,
                 .caps_keep = n->caps_keep,
                 .last_cap = n->last_cap,
-                .seccomp = &n->seccomp,
+                .seccomp = has_rw_mount(spec) ? &n->seccomp_rw : &n->seccomp,
                 .argv = l->st.argv,
                 .envp = l->envp,
                 .workdir = l->st.workdir,

@@ -110,6 +110,7 @@ static __attribute__((noreturn)) void exec_waiter(const exec_child *x) {
         int st;
 
         (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        (void)setsid(); /* nothing of the server's terminal, even here */
         sb_reset_signals();
         (void)sigprocmask(SIG_SETMASK, &(sigset_t){0}, NULL);
         host_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC); /* before setns */
@@ -280,7 +281,9 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
                            spec->workdir ? spec->workdir : s.workdir,
                            n->caps_keep,
                            n->last_cap,
-                           &n->seccomp,
+                           /* the record does not say whether the sandbox has a
+                              read-write mount: the stricter filter */
+                           &n->seccomp_rw,
                            n->cg.mode == CG_NONE ? s.limits.memory_bytes : 0,
                            n->cg.mode == CG_NONE ? s.limits.pids : 0};
         if (start_waiter(&x, cg_dirfd, &run, err) < 0)

@@ -206,8 +206,10 @@ int caps_last_cap(void);
 /* child: bounding set, ambient, then effective/permitted/inheritable. */
 int caps_drop(uint64_t keep, int last_cap);
 
-/* parent: build the filter once; the program stays owned by the backend. */
-int seccomp_build(struct sock_fprog *ret, cm_err *err);
+/* parent: build the filter once; the program stays owned by the backend.
+ * no_setid: also refuse the setuid and setgid bits (sandboxes with a
+ * read-write host mount). */
+int seccomp_build(struct sock_fprog *ret, bool no_setid, cm_err *err);
 /* child: install; the last thing before execve. */
 int seccomp_apply(const struct sock_fprog *prog);
 
@@ -230,6 +232,7 @@ typedef struct native {
         gid_t gid;
         cg_system cg;
         struct sock_fprog seccomp;
+        struct sock_fprog seccomp_rw; /* with a read-write host mount: no setuid/setgid */
         uint64_t caps_keep;
         int last_cap;
         int lifeline_r; /* each init polls this; EOF = the server died */

@@ -208,7 +208,7 @@ static void probe(native *n) {
                                     : "the kernel lacks namespace support; use the docker backend");
         }
         rootfs_detect(n, overlay);
-        if (seccomp_build(&n->seccomp, &err) < 0)
+        if (seccomp_build(&n->seccomp, false, &err) < 0 || seccomp_build(&n->seccomp_rw, true, &err) < 0)
                 return set_unavailable(n, err.msg, "install libseccomp 2.5 or newer");
         n->etc_dir = xasprintf("%s/etc", n->state_dir);
         state_tag(n->state_dir, tag);
@@ -313,6 +313,7 @@ static void native_free(cm_backend *b) {
         free(n->etc_dir);
         cg_system_free(&n->cg);
         free(n->seccomp.filter);
+        free(n->seccomp_rw.filter);
         free(n->state_dir);
         free(n->stage_dir);
         (void)pthread_mutex_destroy(&n->lock);

@@ -278,6 +278,13 @@ static __attribute__((noreturn)) void contain(const sb_config *c) {
         sb_reset_signals();
         init_signal_set(&set);
         (void)sigprocmask(SIG_SETMASK, &set, NULL);
+        /* A session of our own, with no controlling terminal: the server's
+         * (an MCP client or a shell started it from one) must not reach
+         * the sandbox, whose /dev/tty then opens nothing (ENXIO). */
+        if (setsid() < 0) {
+                (void)sb_fail(&e, SB_STEP_INIT, errno, "setsid");
+                goto fail;
+        }
         if (keep_fds(c, &e) < 0)
                 goto fail;
         init_scrub();
