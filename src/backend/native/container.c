@@ -44,6 +44,7 @@ typedef struct launch {
         int ctl_fd;          /* run: the init's control socket (listening) */
         int ctl_pair[2];     /* warm: [0] ours, [1] the init's */
         int net_sync[2];     /* network: [0] ours, [1] the child's (#2, #3) */
+        int stage_fd;        /* root: the stage, for a child that cannot walk to it */
         pid_t pid;
         int pidfd;
 } launch;
@@ -66,6 +67,7 @@ static void launch_close_child_fds(launch *l) {
         closefd(&l->ctl_fd);
         closefd(&l->ctl_pair[1]);
         closefd(&l->net_sync[1]);
+        closefd(&l->stage_fd);
         for (size_t i = 0; i < l->n_cg_fds; i++)
                 closefd(&l->cg_fds[i]);
         l->n_cg_fds = 0;
@@ -243,6 +245,7 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
                       .ctl_fd = -1,
                       .ctl_pair = {-1, -1},
                       .net_sync = {-1, -1},
+                      .stage_fd = -1,
                       .pidfd = -1,
                       .kind = kind,
                       .copy_image = copy_image};
@@ -255,7 +258,7 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
         l->st.created_at = (int64_t)time(NULL);
         l->st.server_pid = n->self_pid;
         l->st.server_start = n->self_start;
-        l->st.userns = n->rootless;
+        l->st.userns = true; /* always: under a root server, a range (ns_user.c) */
         l->st.ephemeral = wait;
         l->st.readonly_rootfs = spec->readonly_rootfs;
         l->st.network = spec->network;
@@ -329,7 +332,7 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
                 copy_dir = l->st.dir ? xasprintf("%s/rootfs", l->st.dir) : rootfs_scratch_path(n, l->st.id);
         ro = (rootfs_opts){l->st.image,          copy_dir,      n->stage_dir, n->etc_dir,
                            l->st.name,           resolv,        l->st.tmpfs_bytes,     spec->readonly_rootfs,
-                           n->rootless,          spec->mounts,  spec->n_mounts};
+                           true,                 n->rootless ? NULL : n,        spec->mounts,  spec->n_mounts};
         if (mnt_plan_build(&ro, &l->plan, err) < 0)
                 return -1;
         l->copy_image = copy;
@@ -342,8 +345,15 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
                 if (rootfs_copy(n, l->st.image, copy_dir, why, err) < 0)
                         return -1;
         }
+        if (mnt_plan_detach(&ro, &l->plan, err) < 0) {
+                /* an image the kernel will not idmap: start again on a copy */
+                l->overlay_failed = !copy && l->plan.lower_unmapped;
+                return -1;
+        }
         if (cg_open_join(&l->st.cg, NULL, l->cg_fds, CG__N, &l->n_cg_fds, &l->cg_dirfd, err) < 0)
                 return -1;
+        if (!n->rootless && (l->stage_fd = open(n->stage_dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+                return cm_err_sys(err, errno, "open the staging dir %s", n->stage_dir);
         if (pipe2(l->sync, O_CLOEXEC) < 0)
                 return cm_err_sys(err, errno, "pipe");
         /* A namespace the network helper used is not as good as new. */
@@ -386,9 +396,11 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
         bool wait = l->kind != L_RUN;
         int step;
         sb_config c = {
-                .userns = n->rootless,
-                .outer_uid = n->uid,
-                .outer_gid = n->gid,
+                .userns = true,
+                .outer_uid = n->map_uid,
+                .outer_gid = n->map_gid,
+                .parent_maps = !n->rootless,
+                .stage_fd = l->stage_fd,
                 .hostname = l->st.name,
                 .stage = n->stage_dir,
                 .root_bytes = l->st.tmpfs_bytes,
