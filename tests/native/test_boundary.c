@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <termios.h>
 
@@ -190,10 +191,252 @@ static void test_socket_families(void **state) {
         (void)state;
 }
 
+/* ---- sandbox root is not host root ---------------------------------------- */
+
+/* A directory under /tmp every host user can reach (nobody runs a file
+ * from it below), removed at the end. */
+static char *tmp_dir(uid_t owner, gid_t group) {
+        char *d = xstrdup("/tmp/cm-boundary-XXXXXX");
+        assert_non_null(mkdtemp(d));
+        assert_int_equal(chmod(d, 0777), 0);
+        if (geteuid() == 0)
+                assert_int_equal(chown(d, owner, group), 0);
+        return d;
+}
+
+static void rm_tmp_dir(char *d) {
+        cleanup_free char *cmd = xasprintf("rm -rf -- '%s'", d);
+        if (strncmp(d, "/tmp/cm-boundary-", 17) == 0)
+                (void)!system(cmd);
+        free(d);
+}
+
+static void run_with_mount(const char *script, const char *src, const char *dst, bool readonly, cm_exec_result *r) {
+        char *argv[] = {S("/bin/sh"), S("-c"), S(script), NULL};
+        cm_mount m = {src, dst, readonly};
+        cm_run_spec spec = {.argv = argv, .mounts = &m, .n_mounts = src ? 1 : 0, .timeout_ms = 20000};
+        cm_err err = CM_ERR_INIT;
+        if (nt_run_spec(&spec, r, &err) < 0)
+                fail_msg("run_wait of %s: %s", script, err.msg);
+}
+
+/* Root inside; on the host the sandbox's processes are the range's base (a
+ * root server) or the server's own uid (rootless), never 0. */
+static void test_root_is_not_host_root(void **state) {
+        char *argv[] = {S("sleep"), S("1000"), NULL};
+        cm_run_spec spec = {.image = "host", .argv = argv, .argc = 2};
+        cm_err err = CM_ERR_INIT;
+        cm_exec_result r;
+        char *id = NULL, *json = NULL, path[64], line[256];
+        unsigned long base = nt_uid_base(), uid[4], gid[4];
+        json_t *j;
+        FILE *f;
+        bool seen_uid = false, seen_gid = false;
+
+        nt_sh("id -u; id -g; grep -E '^(Uid|Gid):' /proc/1/status | tr -s '\\t' ' '", &r);
+        assert_string_equal(r.out, "0\n0\nUid: 0 0 0 0\nGid: 0 0 0 0\n");
+        cm_exec_result_clear(&r);
+        if (geteuid() == 0) {
+                assert_true(base >= 65536);
+                assert_true(base + 65535 <= 0xfffffffeUL);
+        } else
+                assert_int_equal(base, geteuid());
+        assert_int_equal(nt_b->ops->run(nt_b, &spec, &id, &err), 0);
+        assert_int_equal(nt_b->ops->inspect(nt_b, id, &json, &err), 0);
+        j = json_loads(json, 0, NULL);
+        (void)snprintf(path, sizeof path, "/proc/%d/status",
+                       (int)json_integer_value(json_object_get(json_object_get(j, "init"), "pid")));
+        f = fopen(path, "re");
+        assert_non_null(f);
+        while (fgets(line, sizeof line, f)) {
+                if (sscanf(line, "Uid: %lu %lu %lu %lu", &uid[0], &uid[1], &uid[2], &uid[3]) == 4)
+                        seen_uid = true;
+                if (sscanf(line, "Gid: %lu %lu %lu %lu", &gid[0], &gid[1], &gid[2], &gid[3]) == 4)
+                        seen_gid = true;
+        }
+        (void)fclose(f);
+        assert_true(seen_uid && seen_gid);
+        for (int i = 0; i < 4; i++) {
+                assert_int_equal(uid[i], base);
+                if (geteuid() == 0)
+                        assert_int_not_equal(gid[i], 0);
+        }
+        json_decref(j);
+        free(json);
+        assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
+        free(id);
+        (void)state;
+}
+
+/* The hostile sequence in a read-write mount: a root-owned setuid shell.
+ * On the host the file is neither root's nor setuid, and the chmod was
+ * refused; every other way to set the bits too.  Without a read-write
+ * mount, chmod keeps Docker's behaviour. */
+static void test_no_setuid_in_rw_mount(void **state) {
+        char *d = tmp_dir(0, 0);
+        cleanup_free char *x = xasprintf("%s/x", d);
+        cm_exec_result r;
+        struct stat st;
+
+        run_with_mount("cd /out && cp /bin/sh x && chown 0:0 x; chmod 4755 x 2>&1 | grep -c 'not permitted'; "
+                       "chmod g+s x 2>&1 | grep -c 'not permitted'; "
+                       "python3 -c \"\nimport os\n"
+                       "for name, f in (('open', lambda: os.open('y', os.O_CREAT | os.O_WRONLY, 0o4755)),\n"
+                       "                ('mkdir', lambda: os.mkdir('z', 0o2755)),\n"
+                       "                ('fchmod', lambda: os.fchmod(os.open('x', os.O_RDONLY), 0o6755)),\n"
+                       "                ('mknod', lambda: os.mknod('n', 0o104755))):\n"
+                       "    try:\n        f(); print(name, 'ok')\n"
+                       "    except OSError as e: print(name, e.strerror)\n\"",
+                       d, "/out", false, &r);
+        assert_string_equal(r.out, "1\n1\nopen Operation not permitted\nmkdir Operation not permitted\n"
+                                   "fchmod Operation not permitted\nmknod Operation not permitted\n");
+        cm_exec_result_clear(&r);
+        assert_int_equal(stat(x, &st), 0);
+        assert_int_not_equal(st.st_uid, 0);
+        assert_int_not_equal(st.st_gid, 0);
+        assert_int_equal(st.st_mode & (S_ISUID | S_ISGID), 0);
+        /* no read-write mount: as in Docker */
+        nt_sh("cp /bin/sh /tmp/x && chmod 4755 /tmp/x && stat -c %a /tmp/x", &r);
+        assert_string_equal(r.out, "4755\n");
+        cm_exec_result_clear(&r);
+        rm_tmp_dir(d);
+        (void)state;
+}
+
+/* A file capability set inside the sandbox is a namespaced one (v3, its
+ * root id the sandbox root's host uid): a host user who runs the file gets
+ * nothing.  Here cap_dac_read_search on a copy of cat, which would read
+ * /etc/shadow. */
+static void test_file_caps_not_honoured_on_host(void **state) {
+        char *d;
+        cleanup_free char *cat = NULL;
+        cm_exec_result r;
+        unsigned char xattr[64];
+        ssize_t n;
+        pid_t pid;
+        int st;
+
+        if (geteuid() != 0 || access("/usr/sbin/setcap", X_OK) < 0 || access("/etc/shadow", F_OK) < 0) {
+                printf("note: not root, or no setcap (libcap2-bin) or /etc/shadow: file capabilities not checked\n");
+                (void)state;
+                return;
+        }
+        d = tmp_dir(0, 0);
+        cat = xasprintf("%s/cat", d);
+        run_with_mount("cp /bin/cat /out/cat && /usr/sbin/setcap cap_dac_read_search+ep /out/cat && echo set", d,
+                       "/out", false, &r);
+        assert_string_equal(r.out, "set\n");
+        cm_exec_result_clear(&r);
+        /* v3: magic 0x03000000 and a root id, the sandbox root's host uid */
+        n = getxattr(cat, "security.capability", xattr, sizeof xattr);
+        assert_int_equal(n, 24);
+        assert_int_equal(xattr[3], 3);
+        assert_int_equal((unsigned long)xattr[20] | (unsigned long)xattr[21] << 8 | (unsigned long)xattr[22] << 16 |
+                                 (unsigned long)xattr[23] << 24,
+                         nt_uid_base());
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0 || null < 0)
+                        _exit(100);
+                (void)dup2(null, 1);
+                (void)dup2(null, 2);
+                execl(cat, "cat", "/etc/shadow", (char *)NULL);
+                _exit(101);
+        }
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 1); /* cat: Permission denied */
+        rm_tmp_dir(d);
+        (void)state;
+}
+
+/* A read-write mount of a user's directory: what the sandbox's root makes
+ * there is the user's on the host (idmapped), or, where the kernel cannot
+ * idmap it, the range's root's. */
+static void test_rw_mount_of_a_users_dir(void **state) {
+        char *d;
+        cleanup_free char *f = NULL, *sub = NULL;
+        cm_backend_status bs;
+        cm_exec_result r;
+        struct stat st;
+        bool idmap;
+
+        if (geteuid() != 0) {
+                printf("note: not root: owners on the host are ours anyway\n");
+                (void)state;
+                return;
+        }
+        nt_b->ops->status(nt_b, &bs);
+        idmap = strstr(bs.details, "\"idmapped_mounts\":true") != NULL;
+        d = tmp_dir(4242, 4343);
+        assert_int_equal(chmod(d, 0755), 0);
+        f = xasprintf("%s/f", d);
+        sub = xasprintf("%s/sub", d);
+        run_with_mount("echo hi > /workspace/f && mkdir /workspace/sub && stat -c '%u %g' /workspace/f; "
+                       "touch /usr/x /etc/x 2>/dev/null || echo system-denied; "
+                       "echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || echo proc-sys-denied",
+                       d, "/workspace", false, &r);
+        assert_string_equal(r.out, idmap ? "0 0\nsystem-denied\nproc-sys-denied\n"
+                                         : "0 0\nsystem-denied\nproc-sys-denied\n");
+        cm_exec_result_clear(&r);
+        assert_int_equal(stat(f, &st), 0);
+        assert_int_equal(st.st_uid, idmap ? 4242 : nt_uid_base());
+        assert_int_equal(st.st_gid, idmap ? 4343 : nt_uid_base());
+        assert_int_equal(stat(sub, &st), 0);
+        assert_int_equal(st.st_uid, idmap ? 4242 : nt_uid_base());
+        if (!idmap)
+                printf("note: no idmapped mounts here: files are the range's root's\n");
+        rm_tmp_dir(d);
+        (void)state;
+}
+
+/* A directory image over an overlay: the image's root-owned files are the
+ * sandbox root's (its lower layer is idmapped, or the image copied with
+ * its owners moved into the range), so it can change them (an overlay's
+ * copy-up of a file whose owner is not mapped fails); the image itself
+ * never changes. */
+static void test_dir_image_owned_by_sandbox_root(void **state) {
+        char *d = tmp_dir(0, 0);
+        cleanup_free char *img = xasprintf("%s/img", d);
+        cleanup_free char *mk = xasprintf(
+                "set -e; mkdir -p %s/bin %s/data; cp /bin/dash %s/bin/sh; cp $(command -v cat) "
+                "%s/bin/; for f in $(ldd /bin/dash $(command -v cat) | grep -o '/[^ ]*\\.so[^ ]*'); do "
+                "cp --parents $f %s; done; echo image > %s/data/f; chmod 644 %s/data/f; chmod -R a+rX %s",
+                img, img, img, img, img, img, img, img);
+        cleanup_free char *data = xasprintf("%s/data/f", img);
+        char *argv[] = {S("/bin/sh"), S("-c"), S("echo more >> /data/f && /bin/cat /data/f"),
+                        NULL};
+        cm_run_spec spec = {.image = img, .argv = argv, .timeout_ms = 20000};
+        cm_err err = CM_ERR_INIT;
+        cm_exec_result r;
+        char buf[32] = {0};
+        FILE *f;
+
+        assert_int_equal(system(mk), 0);
+        if (nt_run_spec(&spec, &r, &err) < 0)
+                fail_msg("run on %s: %s", img, err.msg);
+        assert_string_equal(r.out, "image\nmore\n");
+        cm_exec_result_clear(&r);
+        f = fopen(data, "re");
+        assert_non_null(f);
+        assert_non_null(fgets(buf, sizeof buf, f));
+        (void)fclose(f);
+        assert_string_equal(buf, "image\n");
+        rm_tmp_dir(d);
+        (void)state;
+}
+
 int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_no_controlling_terminal),
                 cmocka_unit_test(test_socket_families),
+                cmocka_unit_test(test_root_is_not_host_root),
+                cmocka_unit_test(test_no_setuid_in_rw_mount),
+                cmocka_unit_test(test_file_caps_not_honoured_on_host),
+                cmocka_unit_test(test_rw_mount_of_a_users_dir),
+                cmocka_unit_test(test_dir_image_owned_by_sandbox_root),
         };
         int r;
         nt_setup(argc, argv);
