@@ -432,6 +432,46 @@ static void test_dir_image_owned_by_sandbox_root(void **state) {
         (void)state;
 }
 
+/* exec, through the init and through the setns fallback (a request too
+ * big for the init): root inside, the range's root (never 0) on the host
+ * for what it writes in a read-write mount, and the setuid refusal holds
+ * on both paths. */
+static void test_exec_paths_are_sandbox_root(void **state) {
+        char *d = tmp_dir(0, 0);
+        char *sleep_argv[] = {S("sleep"), S("1000"), NULL};
+        cm_mount m = {d, "/out", false};
+        cm_run_spec spec = {.image = "host", .argv = sleep_argv, .argc = 2, .mounts = &m, .n_mounts = 1};
+        cm_err err = CM_ERR_INIT;
+        char *id = NULL;
+
+        assert_int_equal(nt_b->ops->run(nt_b, &spec, &id, &err), 0);
+        for (int pad = 0; pad <= 100 * 1024; pad += 100 * 1024) {
+                cleanup_free char *big = xcalloc((size_t)pad + 1, 1);
+                cleanup_free char *file = xasprintf("%s/f%d", d, pad);
+                cleanup_free char *script = xasprintf(
+                        "id -u; echo x > /out/f%d; chmod 4755 /out/f%d 2>/dev/null || echo setuid-refused", pad, pad);
+                char *argv[] = {S("/bin/sh"), S("-c"), script, big, NULL};
+                cm_exec_spec es = {.argv = argv, .argc = 4, .timeout_ms = 20000};
+                cm_exec_result r;
+                struct stat st;
+
+                memset(big, 'x', (size_t)pad);
+                if (nt_b->ops->exec(nt_b, id, &es, NULL, &r, &err) < 0)
+                        fail_msg("exec (pad %d): %s", pad, err.msg);
+                assert_string_equal(r.out, "0\nsetuid-refused\n");
+                cm_exec_result_clear(&r);
+                assert_int_equal(stat(file, &st), 0);
+                assert_int_not_equal(st.st_uid, 0);
+                assert_int_not_equal(st.st_gid, 0);
+                assert_int_equal(st.st_uid, nt_uid_base());
+                assert_int_equal(st.st_mode & (S_ISUID | S_ISGID), 0);
+        }
+        assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
+        free(id);
+        rm_tmp_dir(d);
+        (void)state;
+}
+
 int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_no_controlling_terminal),
@@ -441,6 +481,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_file_caps_not_honoured_on_host),
                 cmocka_unit_test(test_rw_mount_of_a_users_dir),
                 cmocka_unit_test(test_dir_image_owned_by_sandbox_root),
+                cmocka_unit_test(test_exec_paths_are_sandbox_root),
         };
         int r;
         nt_setup(argc, argv);
