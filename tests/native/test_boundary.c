@@ -472,6 +472,37 @@ static void test_exec_paths_are_sandbox_root(void **state) {
         (void)state;
 }
 
+/* A base that would map sandbox ids onto the host's own users (below
+ * 65536) or past the last id is refused at start, naming the setting. */
+static void test_userns_base_refused(void **state) {
+        static const char *const bad[] = {"0", "1000", "65535", "4294901760", "x"};
+        FILE *f = fopen("/etc/subuid", "re");
+        char line[256];
+        bool has_range = false;
+
+        while (f && fgets(line, sizeof line, f))
+                has_range |= strncmp(line, "root:", 5) == 0 || strncmp(line, "0:", 2) == 0;
+        if (f)
+                (void)fclose(f);
+        if (geteuid() != 0 || has_range) {
+                printf("note: not root, or root has an /etc/subuid range: CONTAINER_MCP_USERNS_BASE not used\n");
+                (void)state;
+                return;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                cm_backend *b;
+                cm_backend_status st;
+                (void)setenv("CONTAINER_MCP_USERNS_BASE", bad[i], 1);
+                b = cm_native_open();
+                b->ops->status(b, &st);
+                if (st.available || !strstr(st.reason, "CONTAINER_MCP_USERNS_BASE"))
+                        fail_msg("base %s: available %d, reason %s", bad[i], st.available, st.reason);
+                b->ops->free(b);
+        }
+        (void)unsetenv("CONTAINER_MCP_USERNS_BASE");
+        (void)state;
+}
+
 int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_no_controlling_terminal),
@@ -482,6 +513,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_rw_mount_of_a_users_dir),
                 cmocka_unit_test(test_dir_image_owned_by_sandbox_root),
                 cmocka_unit_test(test_exec_paths_are_sandbox_root),
+                cmocka_unit_test(test_userns_base_refused),
         };
         int r;
         nt_setup(argc, argv);

@@ -44,7 +44,6 @@ typedef struct launch {
         int ctl_fd;          /* run: the init's control socket (listening) */
         int ctl_pair[2];     /* warm: [0] ours, [1] the init's */
         int net_sync[2];     /* network: [0] ours, [1] the child's (#2, #3) */
-        int stage_fd;        /* root: the stage, for a child that cannot walk to it */
         pid_t pid;
         int pidfd;
 } launch;
@@ -67,7 +66,6 @@ static void launch_close_child_fds(launch *l) {
         closefd(&l->ctl_fd);
         closefd(&l->ctl_pair[1]);
         closefd(&l->net_sync[1]);
-        closefd(&l->stage_fd);
         for (size_t i = 0; i < l->n_cg_fds; i++)
                 closefd(&l->cg_fds[i]);
         l->n_cg_fds = 0;
@@ -245,7 +243,6 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
                       .ctl_fd = -1,
                       .ctl_pair = {-1, -1},
                       .net_sync = {-1, -1},
-                      .stage_fd = -1,
                       .pidfd = -1,
                       .kind = kind,
                       .copy_image = copy_image};
@@ -352,8 +349,6 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
         }
         if (cg_open_join(&l->st.cg, NULL, l->cg_fds, CG__N, &l->n_cg_fds, &l->cg_dirfd, err) < 0)
                 return -1;
-        if (!n->rootless && (l->stage_fd = open(n->stage_dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-                return cm_err_sys(err, errno, "open the staging dir %s", n->stage_dir);
         if (pipe2(l->sync, O_CLOEXEC) < 0)
                 return cm_err_sys(err, errno, "pipe");
         /* A namespace the network helper used is not as good as new. */
@@ -400,9 +395,9 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
                 .outer_uid = n->map_uid,
                 .outer_gid = n->map_gid,
                 .parent_maps = !n->rootless,
-                .stage_fd = l->stage_fd,
                 .hostname = l->st.name,
-                .stage = n->stage_dir,
+                /* a root server's child cannot walk the state dir */
+                .stage = n->rootless ? n->stage_dir : NULL,
                 .root_bytes = l->st.tmpfs_bytes,
                 .plan = &l->plan,
                 .readonly_rootfs = spec->readonly_rootfs,

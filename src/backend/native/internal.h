@@ -149,8 +149,9 @@ int mnt_plan_build(const rootfs_opts *o, mnt_plan *ret, cm_err *err);
 int mnt_plan_detach(const rootfs_opts *o, mnt_plan *p, cm_err *err);
 /* child: carry out the plan, cwd being the new root; e says which op failed. */
 int mnt_plan_run(const mnt_plan *p, int step, sb_err *e);
-/* child: make "/" private, put a tmpfs on stage and chdir into it. */
-int mnt_enter_stage(const char *stage, int stage_fd, int64_t size, sb_err *e);
+/* child: make "/" private, put a tmpfs on stage (NULL: stacked on /, for a
+ * root server's child, which cannot walk to the stage) and chdir into it. */
+int mnt_enter_stage(const char *stage, int64_t size, sb_err *e);
 /* child: pivot_root into the cwd and drop the old root. */
 int mnt_pivot(bool readonly_root, sb_err *e);
 
@@ -317,7 +318,7 @@ void netns_pool_free(native *n);
  *
  * child of the open-time probe: can this sandbox mount an overlay?  0, or
  * the mount's errno; -1 when the probe itself could not be set up. */
-int rootfs_probe_overlay(const char *stage, int stage_fd, bool self_map, uid_t uid, gid_t gid);
+int rootfs_probe_overlay(const char *stage, bool self_map, uid_t uid, gid_t gid);
 /* parent: decide from CONTAINER_MCP_NATIVE_OVERLAY and the probe's result. */
 void rootfs_detect(native *n, int probe);
 /* The errnos of an overlay mount that mean "not here": fall back to a copy. */
@@ -347,10 +348,8 @@ typedef struct sb_config {
         gid_t outer_gid;
         bool parent_maps; /* root: the parent writes a range map (#0) */
         int map_wait;     /* set by sb_spawn: the child's end of #0 */
-        int stage_fd;     /* root: O_PATH of the stage (the child cannot
-                             walk the state dir's path); -1: use stage */
         const char *hostname;
-        const char *stage;
+        const char *stage; /* NULL: a tmpfs stacked on / (mnt_enter_stage) */
         int64_t root_bytes;
         const mnt_plan *plan;
         bool readonly_rootfs;

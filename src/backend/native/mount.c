@@ -599,10 +599,12 @@ int mnt_plan_run(const mnt_plan *p, int step, sb_err *e) {
         return 0;
 }
 
-/* The stage's tmpfs through the new mount API, attached on the stage's fd
- * (a root server's child cannot walk the state dir's path), entered
- * through its own fd. */
-static int enter_stage_fd(int stage_fd, const char *size, sb_err *e) {
+/* A root server's child cannot walk the state dir's path (its ids are not
+ * the host's root): its stage is a tmpfs made with the new mount API,
+ * stacked on / of its own mount namespace (lookups from the root still
+ * start below it, so host paths resolve as before) and entered through its
+ * fd; pivot_root takes it from there. */
+static int enter_stage_on_root(const char *size, sb_err *e) {
         int fs = sys_fsopen("tmpfs", FSOPEN_CLOEXEC), mnt;
 
         if (fs < 0)
@@ -617,14 +619,13 @@ static int enter_stage_fd(int stage_fd, const char *size, sb_err *e) {
                 return sb_fail(e, SB_STEP_ROOTFS, errno, "fsmount the stage's tmpfs");
         if (sys_move_mount(mnt, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
                 return sb_fail(e, SB_STEP_ROOTFS, errno, "attach the stage's tmpfs");
-        (void)close(stage_fd);
         if (fchdir(mnt) < 0)
                 return sb_fail(e, SB_STEP_ROOTFS, errno, "enter the stage");
         (void)close(mnt);
         return 0;
 }
 
-int mnt_enter_stage(const char *stage, int stage_fd, int64_t size, sb_err *e) {
+int mnt_enter_stage(const char *stage, int64_t size, sb_err *e) {
         char opts[64];
 
         /* Modes in the plan are exact. */
@@ -632,9 +633,9 @@ int mnt_enter_stage(const char *stage, int stage_fd, int64_t size, sb_err *e) {
         /* Nothing we mount may reach the host, nor host changes reach us. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 return sb_fail(e, SB_STEP_MOUNTNS, errno, "make / private");
-        if (stage_fd >= 0) {
+        if (!stage) {
                 (void)snprintf(opts, sizeof opts, "%lld", (long long)size);
-                return enter_stage_fd(stage_fd, opts, e);
+                return enter_stage_on_root(opts, e);
         }
         (void)snprintf(opts, sizeof opts, "size=%lld,mode=0755", (long long)size);
         if (mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)

@@ -146,7 +146,6 @@ static int probe_namespaces(const native *n, bool try_overlay, int *ret_overlay,
         pid_t pid;
 
         /* a root server maps the child's range as for a sandbox (#0) */
-        cleanup_close int stage_fd = n->rootless ? -1 : open(n->stage_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (pipe2(go, O_CLOEXEC) < 0) {
                 *ret_errno = errno;
                 return -1;
@@ -164,7 +163,7 @@ static int probe_namespaces(const native *n, bool try_overlay, int *ret_overlay,
                 int r;
                 if (!n->rootless && (userns_wait_maps(go[0], &e) < 0 || userns_become_root(&e) < 0))
                         _exit(255);
-                r = try_overlay ? rootfs_probe_overlay(n->stage_dir, stage_fd, n->rootless, n->uid, n->gid) : 0;
+                r = try_overlay ? rootfs_probe_overlay(n->rootless ? n->stage_dir : NULL, n->rootless, n->uid, n->gid) : 0;
                 _exit(r < 0 ? 255 : r > 254 ? 254 : r);
         }
         (void)close(go[0]);
@@ -237,8 +236,9 @@ static void probe(native *n) {
                                        "make the state directory writable (CONTAINER_MCP_STATE_DIR)");
         if (!n->rootless && probe_userns_range(n, &err) < 0)
                 return set_unavailable(n, err.msg,
-                                       "set CONTAINER_MCP_USERNS_BASE to an unused host id range base (65536 ids), "
-                                       "or enable user namespaces (sysctl user.max_user_namespaces>0)");
+                                       "give the sandboxes 65536 unused host ids from 65536 up "
+                                       "(CONTAINER_MCP_USERNS_BASE, or root's /etc/subuid and /etc/subgid), and "
+                                       "enable user namespaces (sysctl user.max_user_namespaces>0)");
         if (probe_namespaces(n, !no_overlay || strcmp(no_overlay, "0") != 0, &overlay, &e) < 0) {
                 char why[256];
                 (void)snprintf(why, sizeof why, "cannot create user namespaces: %s", strerror(e));

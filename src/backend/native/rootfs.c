@@ -43,8 +43,8 @@
 /* child (of a raw clone, in new user and mount namespaces like a
  * sandbox's): a tmpfs on the stage, and an overlay of its dirs on it.
  * self_map: a rootless server's child maps itself; else the parent has
- * mapped it and stage_fd is the stage (its path is not ours to walk). */
-int rootfs_probe_overlay(const char *stage, int stage_fd, bool self_map, uid_t uid, gid_t gid) {
+ * mapped it and stage is NULL (see mnt_enter_stage). */
+int rootfs_probe_overlay(const char *stage, bool self_map, uid_t uid, gid_t gid) {
         sb_err e;
 
         if (self_map) {
@@ -52,7 +52,7 @@ int rootfs_probe_overlay(const char *stage, int stage_fd, bool self_map, uid_t u
                 if (userns_map(uid, gid, &e) < 0)
                         return -1;
         }
-        if (mnt_enter_stage(stage, stage_fd, 65536, &e) < 0 || mkdir("l", 0755) < 0 || mkdir("u", 0755) < 0 ||
+        if (mnt_enter_stage(stage, 65536, &e) < 0 || mkdir("l", 0755) < 0 || mkdir("u", 0755) < 0 ||
             mkdir("w", 0700) < 0 || mkdir("r", 0755) < 0)
                 return -1;
         return mount("overlay", "r", "overlay", MS_NOSUID | MS_NODEV, "lowerdir=l,upperdir=u,workdir=w,userxattr") < 0

@@ -267,7 +267,6 @@ static int keep_fds(const sb_config *c, sb_err *e) {
         keep[n++] = c->ctl_conn;
         keep[n++] = c->net_sync;
         keep[n++] = c->map_wait;
-        keep[n++] = c->stage_fd;
         for (size_t i = 0; i < c->n_cg_fds; i++)
                 keep[n++] = c->cg_fds[i];
         for (size_t i = 0; i < c->plan->n && n < SB_MAX_FDS; i++)
@@ -332,7 +331,7 @@ static __attribute__((noreturn)) void contain(const sb_config *c) {
                 (void)sb_fail(&e, SB_STEP_NETWORK, errno, "join a spent network namespace");
                 goto fail;
         }
-        if (mnt_enter_stage(c->stage, c->stage_fd, c->root_bytes, &e) < 0)
+        if (mnt_enter_stage(c->stage, c->root_bytes, &e) < 0)
                 goto fail;
         if (mnt_plan_run(c->plan, SB_STEP_OVERLAY, &e) < 0)
                 goto fail;
