@@ -1,6 +1,8 @@
 /* The seccomp filter: what Docker's default profile refuses, refused with
  * EPERM (clone3 with ENOSYS so libc falls back to clone, whose flags a
- * filter can see).
+ * filter can see); socket families outside a short allowlist; and, in a
+ * second program for sandboxes with a read-write host mount, the setuid
+ * and setgid bits.
  *
  * libseccomp builds the program once, in the parent; the child only hands
  * the finished BPF to the kernel, since libseccomp allocates. */
