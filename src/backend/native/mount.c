@@ -347,13 +347,15 @@ static gid_t owner_group(uid_t uid, gid_t gid) {
 }
 
 /* open_tree of the op's source; a checked source (a policy mount) is opened
- * without following any symlink and must still be the object planned. */
+ * without following any symlink and must still be the object planned (our
+ * own paths, the state dir's and an image's, may lead through one). */
 static int detach_open(const mnt_op *op, struct stat *ret_st, cm_err *err) {
         struct cm_open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
-        cleanup_close int fd = sys_openat2(AT_FDCWD, op->src, &how);
+        cleanup_close int fd = op->check_id ? sys_openat2(AT_FDCWD, op->src, &how)
+                                            : open(op->src, O_PATH | O_CLOEXEC);
         int tree;
 
-        if (fd < 0 && errno == ENOSYS)
+        if (fd < 0 && op->check_id && errno == ENOSYS)
                 fd = open(op->src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return cm_err_sys(err, errno, "mount source \"%s\"", op->src);
