@@ -271,6 +271,8 @@ typedef struct native {
         gid_t map_gid;
         char map_from[96]; /* where the range came from */
         bool idmap;        /* root: idmapped mounts work here (probe) */
+        bool no_idmap;     /* CONTAINER_MCP_NATIVE_IDMAP=0: never idmap
+                              (tests force the fallbacks with it) */
         int map_userns;    /* root: a namespace with the sandboxes' map, for
                               idmapped mounts; -1 otherwise */
         struct {

@@ -370,8 +370,10 @@ static int detach_open(const mnt_op *op, struct stat *ret_st, cm_err *err) {
         return tree;
 }
 
-static int idmap_tree(int tree, int userns) {
+static int idmap_tree(const native *n, int tree, int userns) {
         struct cm_mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+        if (n->no_idmap)
+                return -EOPNOTSUPP; /* as a kernel without them */
         return sys_mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a) < 0 ? -errno : 0;
 }
 
@@ -389,9 +391,9 @@ static int detach_one(const rootfs_opts *o, mnt_plan *p, mnt_op *op, cm_err *err
                         op->idmap = IDMAP_NONE; /* plain: files get the range's ids */
         }
         if (op->idmap == IDMAP_RANGE && o->n->map_userns >= 0)
-                r = idmap_tree(tree, o->n->map_userns);
+                r = idmap_tree(o->n, tree, o->n->map_userns);
         else if (op->idmap == IDMAP_OWNER)
-                r = idmap_tree(tree, owner_ns);
+                r = idmap_tree(o->n, tree, owner_ns);
         if (r < 0 && !idmap_unsupported(-r))
                 return cm_err_sys(err, -r, "idmap the bind of \"%s\"", op->src);
         if ((r < 0 || (op->idmap == IDMAP_RANGE && o->n->map_userns < 0)) && strcmp(op->dst, ".lower") == 0) {

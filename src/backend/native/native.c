@@ -218,7 +218,8 @@ static int probe_userns_range(native *n, cm_err *err) {
                 return -1;
         tree = sys_open_tree(AT_FDCWD, n->stage_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         a.userns_fd = (uint64_t)n->map_userns;
-        n->idmap = tree >= 0 && sys_mount_setattr(tree, "", AT_EMPTY_PATH, &a) == 0;
+        n->no_idmap = getenv("CONTAINER_MCP_NATIVE_IDMAP") && strcmp(getenv("CONTAINER_MCP_NATIVE_IDMAP"), "0") == 0;
+        n->idmap = !n->no_idmap && tree >= 0 && sys_mount_setattr(tree, "", AT_EMPTY_PATH, &a) == 0;
         return 0;
 }
 
