@@ -536,8 +536,14 @@ static int run_op(const mnt_op *op) {
         case MNT_TOUCH: return touch(op->dst, op->mode);
         case MNT_WRITE: return write_file_flags(op->dst, op->data, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, op->mode);
         case MNT_BIND:
-                if (op->fd >= 0)
-                        return sys_move_mount(op->fd, "", AT_FDCWD, op->dst, MOVE_MOUNT_F_EMPTY_PATH);
+                if (op->fd >= 0) {
+                        /* our copy of the parent's fd: the init keeps none */
+                        int r = sys_move_mount(op->fd, "", AT_FDCWD, op->dst, MOVE_MOUNT_F_EMPTY_PATH);
+                        int saved = errno;
+                        (void)close(op->fd);
+                        errno = saved;
+                        return r;
+                }
                 if (op->check_id)
                         return bind_checked(op);
                 return mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL);
