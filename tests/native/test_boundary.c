@@ -473,6 +473,42 @@ static void test_exec_paths_are_sandbox_root(void **state) {
         (void)state;
 }
 
+/* copy_files into a sandbox: what arrives is the sandbox root's (a root
+ * server's copy would otherwise make files of host uid 0, which the
+ * sandbox's tmpfs cannot even store), and its root can change it. */
+static void test_copy_in_owned_by_sandbox_root(void **state) {
+        char *d = tmp_dir(0, 0);
+        cleanup_free char *f = xasprintf("%s/in.txt", d);
+        char *sleep_argv[] = {S("sleep"), S("1000"), NULL};
+        char *argv[] = {S("/bin/sh"), S("-c"), S("stat -c '%u %g' /workspace/in.txt && echo more >> /workspace/in.txt"),
+                        NULL};
+        cm_run_spec spec = {.image = "host", .argv = sleep_argv, .argc = 2};
+        cm_exec_spec es = {.argv = argv, .argc = 3, .timeout_ms = 20000};
+        cm_host_path src = {d, "in.txt"};
+        cm_copy_stats cs = {0};
+        cm_err err = CM_ERR_INIT;
+        cm_exec_result r;
+        char *id = NULL;
+        FILE *fp = fopen(f, "we");
+
+        assert_non_null(fp);
+        assert_int_equal(fputs("in\n", fp) >= 0, 1);
+        assert_int_equal(fclose(fp), 0);
+        assert_int_equal(chmod(f, 0600), 0); /* readable by the server only */
+        assert_int_equal(nt_b->ops->run(nt_b, &spec, &id, &err), 0);
+        if (nt_b->ops->copy_in(nt_b, id, &src, "/workspace", &cs, &err) < 0)
+                fail_msg("copy_in: %s", err.msg);
+        if (nt_b->ops->exec(nt_b, id, &es, NULL, &r, &err) < 0)
+                fail_msg("exec: %s", err.msg);
+        assert_string_equal(r.out, "0 0\n");
+        assert_int_equal(r.exit_code, 0);
+        cm_exec_result_clear(&r);
+        assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
+        free(id);
+        rm_tmp_dir(d);
+        (void)state;
+}
+
 /* A base that would map sandbox ids onto the host's own users (below
  * 65536) or past the last id is refused at start, naming the setting. */
 static void test_userns_base_refused(void **state) {
@@ -514,6 +550,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_rw_mount_of_a_users_dir),
                 cmocka_unit_test(test_dir_image_owned_by_sandbox_root),
                 cmocka_unit_test(test_exec_paths_are_sandbox_root),
+                cmocka_unit_test(test_copy_in_owned_by_sandbox_root),
                 cmocka_unit_test(test_userns_base_refused),
         };
         int r;
