@@ -153,6 +153,9 @@ static int plan_dir_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
                         mnt_add(p, MNT_BIND, o->image, ".lower", NULL, 0, 0);
                         p->ops[p->n - 1].detach = true;
                         p->ops[p->n - 1].idmap = IDMAP_RANGE;
+                        /* the directory checked above, not one swapped in */
+                        p->ops[p->n - 1].dev = st.st_dev;
+                        p->ops[p->n - 1].ino = st.st_ino;
                 }
                 opts = xasprintf("lowerdir=%s,upperdir=.upper,workdir=.work%s", o->n ? ".lower" : o->image,
                                  o->userns ? ",userxattr" : "");
@@ -361,7 +364,7 @@ static int detach_open(const mnt_op *op, struct stat *ret_st, cm_err *err) {
                 return cm_err_sys(err, errno, "mount source \"%s\"", op->src);
         if (fstat(fd, ret_st) < 0)
                 return cm_err_sys(err, errno, "mount source \"%s\"", op->src);
-        if (op->check_id && (ret_st->st_dev != op->dev || ret_st->st_ino != op->ino))
+        if ((op->check_id || op->ino) && (ret_st->st_dev != op->dev || ret_st->st_ino != op->ino))
                 return cm_err_set(err, EXDEV, "mount source \"%s\" changed (or became a symlink) after the policy check",
                                   op->src);
         tree = sys_open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
