@@ -352,6 +352,12 @@ static int load_numbers(cm_config *cfg, cm_err *err) {
         if (env_uint("CONTAINER_MCP_MAX_MESSAGE_BYTES", 1024, 1ul << 30, &n, err) < 0)
                 return -EINVAL;
         cfg->max_message_bytes = n;
+        /* Read by the native backend (ns_user.c); checked here too so a bad
+         * base stops the server at start instead of leaving it without
+         * its native backend. */
+        n = 0;
+        if (env_uint("CONTAINER_MCP_USERNS_BASE", 65536, 4294901759ul, &n, err) < 0)
+                return -EINVAL;
         return load_http_numbers(cfg, err);
 }
 

@@ -22,7 +22,6 @@ typedef struct copier {
         unsigned flags;
         cm_copy_stats *st;
         cm_err *err;
-        cm_copy_owner owner; /* CM_COPY_CHOWN */
 } copier;
 
 bool cm_fd_is_pseudo(int fd) {
@@ -61,11 +60,6 @@ static int pseudo_side(copier *c, int fd, bool src_side, const char *name, int d
                           name);
 }
 
-static int give_owner(copier *c, int fd, const char *name) {
-        if ((c->flags & CM_COPY_CHOWN) && fchown(fd, c->owner.uid, c->owner.gid) < 0)
-                return cm_err_sys(c->err, errno, "copy: chown %s", name);
-        return 0;
-}
 
 static int copy_entry(copier *c, int src_dir, const char *src, int dst_dir, const char *dst, int depth);
 
@@ -133,8 +127,6 @@ static int copy_file(copier *c, int src_dir, const char *src, int dst_dir, const
                 return -1;
         if ((c->flags & CM_COPY_OWNERS) && fchown(out, uid, gid) < 0)
                 return cm_err_sys(c->err, errno, "copy: chown %s", dst);
-        if (give_owner(c, out, dst) < 0)
-                return -1;
         if (fchmod(out, mode & 0777 & ~(mode_t)(S_ISUID | S_ISGID)) < 0)
                 return cm_err_sys(c->err, errno, "copy: chmod %s", dst);
         c->st->files++;
@@ -152,9 +144,6 @@ static int copy_symlink(copier *c, int src_dir, const char *src, int dst_dir, co
         if (symlinkat(target, dst_dir, dst) < 0)
                 return cm_err_sys(c->err, errno, "copy: creating link %s", dst);
         if ((c->flags & CM_COPY_OWNERS) && fchownat(dst_dir, dst, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
-                return cm_err_sys(c->err, errno, "copy: chown link %s", dst);
-        if ((c->flags & CM_COPY_CHOWN) &&
-            fchownat(dst_dir, dst, c->owner.uid, c->owner.gid, AT_SYMLINK_NOFOLLOW) < 0)
                 return cm_err_sys(c->err, errno, "copy: chown link %s", dst);
         c->st->symlinks++;
         return 0;
@@ -199,8 +188,6 @@ static int copy_dir(copier *c, int src_dir, const char *src, int dst_dir, const 
         (void)closedir(d);
         if (r == 0 && (c->flags & CM_COPY_OWNERS) && fchown(dd, sst->st_uid, sst->st_gid) < 0)
                 r = cm_err_sys(c->err, errno, "copy: chown %s", dst);
-        if (r == 0)
-                r = give_owner(c, dd, dst);
         if (r == 0 && fchmod(dd, sst->st_mode & 01777) < 0)
                 r = cm_err_sys(c->err, errno, "copy: chmod %s", dst);
         c->st->dirs += r == 0;
@@ -223,15 +210,16 @@ static int copy_entry(copier *c, int src_dir, const char *src, int dst_dir, cons
 
 int cm_copy_tree_flags(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
                        unsigned flags, cm_copy_stats *stats, cm_err *err) {
-        copier c = {max_bytes, flags, stats, err, {0, 0}};
+        copier c = {max_bytes, flags, stats, err};
         return copy_entry(&c, src_dir, src_name, dst_dir, dst_name, 0);
 }
 
-static int copy_tree_owned(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
-                           unsigned flags, const cm_copy_owner *owner, cm_copy_stats *stats, cm_err *err) {
-        copier c = {max_bytes, flags | (owner ? CM_COPY_CHOWN : 0), stats, err, owner ? *owner : (cm_copy_owner){0, 0}};
+/* A copy with one side in a container: the directories holding both ends
+ * are checked too (/proc/self is a symlink in one). */
+static int copy_tree_real(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
+                          unsigned flags, cm_copy_stats *stats, cm_err *err) {
+        copier c = {max_bytes, flags, stats, err};
         bool skip;
-        /* the directories holding both ends: /proc/self is a symlink in one */
         if (pseudo_side(&c, src_dir, true, src_name, 0, &skip) < 0 ||
             pseudo_side(&c, dst_dir, false, dst_name, 0, &skip) < 0)
                 return -1;
@@ -340,13 +328,13 @@ static int into_dir(int *dst_dir, char **dst_name, const char *src_name, cm_err 
 }
 
 int cm_copy_host_to_root(const char *host_root, const char *host_rel, int root_fd, const char *path,
-                         uint64_t max_bytes, const cm_copy_owner *owner, cm_copy_stats *st, cm_err *err) {
+                         uint64_t max_bytes, cm_copy_stats *st, cm_err *err) {
         cleanup_close int sdir = -1, ddir = -1;
         cleanup_free char *sname = NULL, *dname = NULL;
         if (open_host_parent(host_root, host_rel, &sdir, &sname, err) < 0 ||
             cm_open_parent_at(root_fd, path, true, &ddir, &dname, err) < 0 || into_dir(&ddir, &dname, sname, err) < 0)
                 return -1;
-        return copy_tree_owned(sdir, sname, ddir, dname, max_bytes, CM_COPY_DST_REAL, owner, st, err);
+        return copy_tree_real(sdir, sname, ddir, dname, max_bytes, CM_COPY_DST_REAL, st, err);
 }
 
 int cm_copy_root_to_host(int root_fd, const char *path, const char *host_root, const char *host_rel,
@@ -364,5 +352,5 @@ int cm_copy_root_to_host(int root_fd, const char *path, const char *host_root, c
                    into_dir(&ddir, &dname, sname, err) < 0) {
                 return -1;
         }
-        return copy_tree_owned(sdir, sname, ddir, dname, max_bytes, CM_COPY_SRC_REAL, NULL, st, err);
+        return copy_tree_real(sdir, sname, ddir, dname, max_bytes, CM_COPY_SRC_REAL, st, err);
 }

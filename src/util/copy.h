@@ -10,7 +10,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 #include "util/err.h"
 
@@ -32,7 +31,6 @@ enum {
         CM_COPY_SRC_REAL = 1 << 1,   /* the source side is a container's: no
                                         pseudo-filesystem (cm_fd_is_pseudo) */
         CM_COPY_DST_REAL = 1 << 2,   /* the same for the destination side */
-        CM_COPY_CHOWN = 1 << 3,      /* give what is made to owner_uid/gid */
 };
 
 /* True when fd lies on a pseudo-filesystem (procfs, sysfs, devtmpfs,
@@ -41,12 +39,6 @@ enum {
  * never read or write with its own credentials on a container's behalf. */
 bool cm_fd_is_pseudo(int fd);
 
-/* Who the files a copy makes belong to (CM_COPY_CHOWN): a container's root
- * as the host sees it. */
-typedef struct cm_copy_owner {
-        uid_t uid;
-        gid_t gid;
-} cm_copy_owner;
 /* cm_copy_tree with flags. */
 int cm_copy_tree_flags(int src_dir, const char *src_name, int dst_dir, const char *dst_name, uint64_t max_bytes,
                        unsigned flags, cm_copy_stats *stats, cm_err *err);
@@ -64,10 +56,11 @@ int cm_open_parent_at(int root_fd, const char *path, bool in_root, int *ret_fd, 
  * /proc/PID/root), like `docker cp`: onto an existing directory the copy
  * lands inside it.  The container side never touches a pseudo-filesystem:
  * a path on one is refused, and one met inside a copied tree (the
- * container's /proc under /) is skipped and counted.  owner (NULL: the
- * server's own ids) owns what a copy into the container makes. */
+ * container's /proc under /) is skipped and counted.  What a copy makes
+ * belongs to the caller's fs ids (the native backend takes the sandbox
+ * root's for a copy in). */
 int cm_copy_host_to_root(const char *host_root, const char *host_rel, int root_fd, const char *path,
-                         uint64_t max_bytes, const cm_copy_owner *owner, cm_copy_stats *st, cm_err *err);
+                         uint64_t max_bytes, cm_copy_stats *st, cm_err *err);
 int cm_copy_root_to_host(int root_fd, const char *path, const char *host_root, const char *host_rel,
                          uint64_t max_bytes, cm_copy_stats *st, cm_err *err);
 

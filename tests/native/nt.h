@@ -74,6 +74,18 @@ static inline void nt_setup(int argc, char **argv) {
         nt_b = nt_open_fresh();
 }
 
+/* The host uid a sandbox's root is (status's userns_map): a root
+ * server's range base, a rootless server's own uid. */
+static inline unsigned long nt_uid_base(void) {
+        cm_backend_status st;
+        const char *p;
+        nt_b->ops->status(nt_b, &st);
+        p = strstr(st.details, "\"uid_base\":");
+        if (!p)
+                fail_msg("status has no userns_map: %s", st.details);
+        return strtoul(p + 11, NULL, 10);
+}
+
 static inline void nt_teardown(void) {
         if (nt_b)
                 nt_b->ops->free(nt_b);

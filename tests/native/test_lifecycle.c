@@ -299,6 +299,9 @@ static void test_main_exits(void **state) {
         json_t *j;
 
         assert_int_equal(mkdir(dir, 0777), 0);
+        /* root-owned: writable to the sandbox's root (host BASE, not 0) only
+           when the mode says so, whatever the umask */
+        assert_int_equal(chmod(dir, 0777), 0);
         assert_int_equal(mkfifo(fifo, 0666), 0);
         if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
                 fail_msg("run: %s", err.msg);
@@ -365,6 +368,9 @@ static void test_logs_since(void **state) {
         int fd;
 
         assert_int_equal(mkdir(dir, 0777), 0);
+        /* root-owned: writable to the sandbox's root (host BASE, not 0) only
+           when the mode says so, whatever the umask */
+        assert_int_equal(chmod(dir, 0777), 0);
         assert_int_equal(mkfifo(fifo, 0666), 0);
         if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
                 fail_msg("run: %s", err.msg);
@@ -435,6 +441,9 @@ static void test_stats(void **state) {
         cm_stats st;
 
         assert_int_equal(mkdir(dir, 0777), 0);
+        /* root-owned: writable to the sandbox's root (host BASE, not 0) only
+           when the mode says so, whatever the umask */
+        assert_int_equal(chmod(dir, 0777), 0);
         if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
                 fail_msg("run: %s", err.msg);
         exec_ok(id,
@@ -480,6 +489,9 @@ static void test_mounts(void **state) {
 
         assert_int_equal(mkdir(ro, 0755), 0);
         assert_int_equal(mkdir(rw, 0777), 0);
+        /* root-owned: writable to the sandbox's root (host BASE, not 0) only
+           when the mode says so, whatever the umask */
+        assert_int_equal(chmod(rw, 0777), 0);
         fd = open(in, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         assert_int_equal(write(fd, "in\n", 3), 3);
         (void)close(fd);

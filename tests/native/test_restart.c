@@ -195,7 +195,11 @@ static void test_run_wait_orphan(void **state) {
         (void)snprintf(fifo_dir, sizeof fifo_dir, "%s/fifo", nt_state_dir);
         fifo = xasprintf("%s/fifo", fifo_dir);
         assert_int_equal(mkdir(fifo_dir, 0777), 0);
+        /* root-owned: writable to the sandbox's root (host BASE, not 0) only
+           when the mode says so, whatever the umask */
+        assert_int_equal(chmod(fifo_dir, 0777), 0);
         assert_int_equal(mkfifo(fifo, 0666), 0);
+        assert_int_equal(chmod(fifo, 0666), 0);
         a = start_server(run_wait_forever);
         fd = open(fifo, O_RDONLY | O_CLOEXEC);
         assert_true(read(fd, buf, sizeof buf - 1) > 0); /* the sandbox runs */

@@ -106,7 +106,7 @@ static void test_tree_into_container(void **state) {
         cleanup_free char *host = p("host");
         struct stat sb;
         /* Onto an existing directory: lands inside it under its own name. */
-        assert_int_equal(cm_copy_host_to_root(host, "proj", root, "/workspace", 1 << 20, NULL, &st, &err), 0);
+        assert_int_equal(cm_copy_host_to_root(host, "proj", root, "/workspace", 1 << 20, &st, &err), 0);
         cleanup_free char *a = get("root/workspace/proj/a.txt");
         assert_string_equal(a, "alpha\n");
         assert_int_equal(st.files, 2);
@@ -130,18 +130,18 @@ static void test_container_paths_stay_in_root(void **state) {
         cleanup_free char *host = p("host");
         int r;
         /* "/etc-link/x" inside the container is root/etc/x, never the host's /etc. */
-        r = cm_copy_host_to_root(host, "proj/a.txt", root, "/etc-link/copied", 1 << 20, NULL, &st, &err);
+        r = cm_copy_host_to_root(host, "proj/a.txt", root, "/etc-link/copied", 1 << 20, &st, &err);
         assert_int_equal(access("/etc/copied", F_OK), -1);
         if (!have_openat2()) {
                 assert_true(r < 0);
-                assert_true(cm_copy_host_to_root(host, "proj/a.txt", root, "/up/../../x", 1 << 20, NULL, &st, &err) < 0);
+                assert_true(cm_copy_host_to_root(host, "proj/a.txt", root, "/up/../../x", 1 << 20, &st, &err) < 0);
                 return;
         }
         assert_int_equal(r, 0);
         cleanup_free char *c = get("root/etc/copied");
         assert_string_equal(c, "alpha\n");
         /* ".." and a climbing symlink stop at the root. */
-        assert_int_equal(cm_copy_host_to_root(host, "proj/a.txt", root, "/up/../../x", 1 << 20, NULL, &st, &err), 0);
+        assert_int_equal(cm_copy_host_to_root(host, "proj/a.txt", root, "/up/../../x", 1 << 20, &st, &err), 0);
         cleanup_free char *x = get("root/x");
         assert_string_equal(x, "alpha\n");
         (void)state;
@@ -181,7 +181,7 @@ static void test_host_symlink_swapped_in(void **state) {
         /* The policy check saw host/dir as a directory; now it is a symlink to
          * the container's secrets.  The copy must refuse, not follow it. */
         ln(tmp, "host/dir");
-        assert_true(cm_copy_host_to_root(host, "dir/root/etc/secret", root, "/x", 1 << 20, NULL, &st, &err) < 0);
+        assert_true(cm_copy_host_to_root(host, "dir/root/etc/secret", root, "/x", 1 << 20, &st, &err) < 0);
         (void)state;
 }
 
@@ -190,10 +190,10 @@ static void test_cap_and_bad_names(void **state) {
         cm_copy_stats st = {0};
         cm_err err = CM_ERR_INIT;
         cleanup_free char *host = p("host");
-        assert_true(cm_copy_host_to_root(host, "proj", root, "/workspace", 4, NULL, &st, &err) < 0);
+        assert_true(cm_copy_host_to_root(host, "proj", root, "/workspace", 4, &st, &err) < 0);
         assert_non_null(strstr(err.msg, "MiB"));
-        assert_true(cm_copy_host_to_root(host, "proj", root, "/workspace/..", 1 << 20, NULL, &st, &err) < 0);
-        assert_true(cm_copy_host_to_root(host, "proj", root, "/", 1 << 20, NULL, &st, &err) < 0);
+        assert_true(cm_copy_host_to_root(host, "proj", root, "/workspace/..", 1 << 20, &st, &err) < 0);
+        assert_true(cm_copy_host_to_root(host, "proj", root, "/", 1 << 20, &st, &err) < 0);
         (void)state;
 }
 
@@ -218,9 +218,9 @@ static void test_pseudo_filesystems_refused(void **state) {
                 assert_int_equal(access(got, F_OK), -1); /* nothing landed */
         }
         /* into one: neither a file nor a tree */
-        assert_true(cm_copy_host_to_root(host, "proj/a.txt", root, "/proc/sys/kernel/x", 1 << 20, NULL, &st, &err) < 0);
-        assert_true(cm_copy_host_to_root(host, "proj", root, "/proc/self", 1 << 20, NULL, &st, &err) < 0);
-        assert_true(cm_copy_host_to_root(host, "proj", root, "/sys", 1 << 20, NULL, &st, &err) < 0);
+        assert_true(cm_copy_host_to_root(host, "proj/a.txt", root, "/proc/sys/kernel/x", 1 << 20, &st, &err) < 0);
+        assert_true(cm_copy_host_to_root(host, "proj", root, "/proc/self", 1 << 20, &st, &err) < 0);
+        assert_true(cm_copy_host_to_root(host, "proj", root, "/sys", 1 << 20, &st, &err) < 0);
         assert_fd_pseudo("/proc", true);
         assert_fd_pseudo("/sys", true);
         assert_fd_pseudo("/tmp", false);

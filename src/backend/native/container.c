@@ -255,7 +255,7 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
         l->st.created_at = (int64_t)time(NULL);
         l->st.server_pid = n->self_pid;
         l->st.server_start = n->self_start;
-        l->st.userns = n->rootless;
+        l->st.userns = true; /* always: under a root server, a range (ns_user.c) */
         l->st.ephemeral = wait;
         l->st.readonly_rootfs = spec->readonly_rootfs;
         l->st.network = spec->network;
@@ -329,7 +329,7 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
                 copy_dir = l->st.dir ? xasprintf("%s/rootfs", l->st.dir) : rootfs_scratch_path(n, l->st.id);
         ro = (rootfs_opts){l->st.image,          copy_dir,      n->stage_dir, n->etc_dir,
                            l->st.name,           resolv,        l->st.tmpfs_bytes,     spec->readonly_rootfs,
-                           n->rootless,          spec->mounts,  spec->n_mounts};
+                           true,                 n->rootless ? NULL : n,        spec->mounts,  spec->n_mounts};
         if (mnt_plan_build(&ro, &l->plan, err) < 0)
                 return -1;
         l->copy_image = copy;
@@ -341,6 +341,11 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
                 /* after the plan: the image has passed its checks */
                 if (rootfs_copy(n, l->st.image, copy_dir, why, err) < 0)
                         return -1;
+        }
+        if (mnt_plan_detach(&ro, &l->plan, err) < 0) {
+                /* an image the kernel will not idmap: start again on a copy */
+                l->overlay_failed = !copy && l->plan.lower_unmapped;
+                return -1;
         }
         if (cg_open_join(&l->st.cg, NULL, l->cg_fds, CG__N, &l->n_cg_fds, &l->cg_dirfd, err) < 0)
                 return -1;
@@ -373,15 +378,26 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
         return 0;
 }
 
+/* Files made in a read-write host mount stay on the host: no setuid or
+ * setgid bit may be set in such a sandbox (seccomp.c). */
+static bool has_rw_mount(const cm_run_spec *spec) {
+        for (size_t i = 0; i < spec->n_mounts; i++)
+                if (!spec->mounts[i].readonly)
+                        return true;
+        return false;
+}
+
 static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
         bool wait = l->kind != L_RUN;
         int step;
         sb_config c = {
-                .userns = n->rootless,
-                .outer_uid = n->uid,
-                .outer_gid = n->gid,
+                .userns = true,
+                .outer_uid = n->map_uid,
+                .outer_gid = n->map_gid,
+                .parent_maps = !n->rootless,
                 .hostname = l->st.name,
-                .stage = n->stage_dir,
+                /* a root server's child cannot walk the state dir */
+                .stage = n->rootless ? n->stage_dir : NULL,
                 .root_bytes = l->st.tmpfs_bytes,
                 .plan = &l->plan,
                 .readonly_rootfs = spec->readonly_rootfs,
@@ -392,7 +408,7 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
                 .pids = spec->pids,
                 .caps_keep = n->caps_keep,
                 .last_cap = n->last_cap,
-                .seccomp = &n->seccomp,
+                .seccomp = has_rw_mount(spec) ? &n->seccomp_rw : &n->seccomp,
                 .argv = l->st.argv,
                 .envp = l->envp,
                 .workdir = l->st.workdir,

@@ -6,6 +6,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "backend/native/internal.h"
@@ -16,7 +19,7 @@
 /* The root of a running container (native_root_fd: through
  * /proc/<init>/root as root; from the init itself without CAP_SYS_PTRACE,
  * since the init is not dumpable). */
-static int open_root(native *n, const char *id, int *ret_fd, pid_t *ret_init, cm_err *err) {
+static int open_root(native *n, const char *id, int *ret_fd, cm_err *err) {
         nstate s = {0};
         int r;
         if (state_load(n, id, &s, err) < 0)
@@ -26,51 +29,58 @@ static int open_root(native *n, const char *id, int *ret_fd, pid_t *ret_init, cm
                                "(start one with run_container)", id);
         else
                 r = native_root_fd(&s, ret_fd, err);
-        *ret_init = s.init_pid;
         state_free(&s);
         return r;
 }
 
-/* The host id that is 0 inside, from one of the init's id maps; -1 when
- * 0 is not mapped (or the map cannot be read). */
-static long outer_root(pid_t init, const char *which) {
-        char path[64], buf[512];
-        long inside, outside, count;
-        int n;
-        (void)snprintf(path, sizeof path, "/proc/%d/%s", (int)init, which);
-        n = read_file(path, buf, sizeof buf);
-        for (char *line = n > 0 ? buf : NULL; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-                if (sscanf(line, "%ld %ld %ld", &inside, &outside, &count) == 3 && inside == 0 && count > 0)
-                        return outside;
-        return -1;
-}
+/* A root server's sandbox belongs to its range's root (host BASE, not 0,
+ * which its file systems cannot even store: EOVERFLOW), so what copy_in
+ * creates there must too: this thread's fs ids become BASE for the copy.
+ * setfsuid drops the file capabilities; the two that let the server read
+ * any host source and write anywhere in the sandbox come back (capset).
+ * Both are per thread (raw syscalls: no glibc broadcast), and fsuid 0
+ * restores the rest. */
+static int fs_ids(uid_t uid, gid_t gid) {
+        struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct d[2];
+        const unsigned keep = (1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH);
 
-/* Files copied in belong to the container's root, as `docker cp` makes
- * them: with a user namespace that is a host id other than ours. */
-static bool container_root_owner(pid_t init, cm_copy_owner *ret) {
-        long uid = outer_root(init, "uid_map"), gid = outer_root(init, "gid_map");
-        if (uid < 0 || gid < 0 || ((uid_t)uid == geteuid() && (gid_t)gid == getegid()))
-                return false;
-        *ret = (cm_copy_owner){(uid_t)uid, (gid_t)gid};
-        return true;
+        (void)syscall(SYS_setfsgid, gid);
+        (void)syscall(SYS_setfsuid, uid);
+        if ((uid_t)syscall(SYS_setfsuid, -1) != uid || (gid_t)syscall(SYS_setfsgid, -1) != gid)
+                return -EPERM;
+        if (uid == 0)
+                return 0;
+        if (syscall(SYS_capget, &h, d) < 0)
+                return -errno;
+        d[0].effective |= keep & d[0].permitted;
+        return syscall(SYS_capset, &h, d) < 0 ? -errno : 0;
 }
 
 int native_copy_in(cm_backend *b, const char *id, const cm_host_path *src, const char *container_path,
                    cm_copy_stats *ret, cm_err *err) {
+        native *n = (native *)b;
         cleanup_close int root = -1;
-        cm_copy_owner owner;
-        pid_t init = 0;
-        if (open_root((native *)b, id, &root, &init, err) < 0)
+        int r, e;
+        if (open_root(n, id, &root, err) < 0)
                 return -1;
-        return cm_copy_host_to_root(src->root, src->rel, root, container_path, COPY_MAX_BYTES,
-                                    container_root_owner(init, &owner) ? &owner : NULL, ret, err);
+        if (n->rootless)
+                return cm_copy_host_to_root(src->root, src->rel, root, container_path, COPY_MAX_BYTES, ret, err);
+        if ((e = fs_ids(n->map_uid, n->map_gid)) < 0) {
+                (void)fs_ids(0, 0);
+                return cm_err_sys(err, -e, "copy: cannot act as the sandbox's root (host uid %u)",
+                                  (unsigned)n->map_uid);
+        }
+        r = cm_copy_host_to_root(src->root, src->rel, root, container_path, COPY_MAX_BYTES, ret, err);
+        if ((e = fs_ids(0, 0)) < 0)
+                abort(); /* a server thread stuck with the sandbox's ids must not go on */
+        return r;
 }
 
 int native_copy_out(cm_backend *b, const char *id, const char *container_path, const cm_host_path *dst,
                     cm_copy_stats *ret, cm_err *err) {
         cleanup_close int root = -1;
-        pid_t init = 0;
-        if (open_root((native *)b, id, &root, &init, err) < 0)
+        if (open_root((native *)b, id, &root, err) < 0)
                 return -1;
         return cm_copy_root_to_host(root, container_path, dst->root, dst->rel, COPY_MAX_BYTES, ret, err);
 }

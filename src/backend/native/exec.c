@@ -41,6 +41,7 @@ typedef struct exec_child {
         int ns[INIT_N_NS]; /* or these, from the init's control socket */
         pid_t init_pid;
         bool userns;
+        bool become_root; /* root server: from host root to the namespace's */
         int cg_fds[CG__N];
         size_t n_cg_fds;
         int in_fd, out_fd, err_fd;
@@ -110,6 +111,7 @@ static __attribute__((noreturn)) void exec_waiter(const exec_child *x) {
         int st;
 
         (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        (void)setsid(); /* nothing of the server's terminal, even here */
         sb_reset_signals();
         (void)sigprocmask(SIG_SETMASK, &(sigset_t){0}, NULL);
         host_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC); /* before setns */
@@ -124,6 +126,10 @@ static __attribute__((noreturn)) void exec_waiter(const exec_child *x) {
                 goto fail;
         }
         if (join_namespaces(x, &e) < 0)
+                goto fail;
+        /* setns kept our ids, the host's root, unmapped in the sandbox:
+         * the command must run as the sandbox's root (host BASE). */
+        if (x->become_root && userns_become_root(&e) < 0)
                 goto fail;
         /* vfork: the command execs at once; no page tables to copy */
         pid = vfork();
@@ -254,7 +260,7 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
         }
         /* Without CAP_SYS_PTRACE the init (not dumpable) cannot be setns'd
          * through its pidfd; it hands out its namespaces instead. */
-        if (s.userns) {
+        if (n->rootless) {
                 if (init_ctl_fetch(s.dir, x.ns, err) < 0)
                         goto out;
                 closefd(&x.init_pidfd);
@@ -271,6 +277,7 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
         }
         x.init_pid = s.init_pid;
         x.userns = s.userns;
+        x.become_root = s.userns && !n->rootless;
         x.in_fd = in_p[1];
         x.out_fd = out_p[1];
         x.err_fd = err_p[1];
@@ -280,7 +287,9 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
                            spec->workdir ? spec->workdir : s.workdir,
                            n->caps_keep,
                            n->last_cap,
-                           &n->seccomp,
+                           /* the record does not say whether the sandbox has a
+                              read-write mount: the stricter filter */
+                           &n->seccomp_rw,
                            n->cg.mode == CG_NONE ? s.limits.memory_bytes : 0,
                            n->cg.mode == CG_NONE ? s.limits.pids : 0};
         if (start_waiter(&x, cg_dirfd, &run, err) < 0)

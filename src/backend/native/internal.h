@@ -106,12 +106,20 @@ typedef struct mnt_op {
         bool check_id; /* MNT_BIND: src must still be this dev/ino */
         dev_t dev;
         ino_t ino;
+        /* MNT_BIND, root server: the parent makes the bind (open_tree,
+         * which walks host paths with the server's rights) and the child
+         * attaches it (move_mount); idmapped as `idmap` says. */
+        bool detach;
+        enum mnt_idmap { IDMAP_NONE, IDMAP_RANGE, IDMAP_OWNER } idmap;
+        int fd; /* the detached mount; -1: none (the child binds src) */
 } mnt_op;
 
 typedef struct mnt_plan {
         mnt_op *ops;
         size_t n, cap;
-        int step; /* given to the ops added next */
+        int step;            /* given to the ops added next */
+        bool lower_unmapped; /* a directory image could not be idmapped
+                                (container.c copies it instead) */
 } mnt_plan;
 
 void mnt_plan_free(mnt_plan *p);
@@ -127,15 +135,22 @@ typedef struct rootfs_opts {
         int64_t tmpfs_bytes;
         bool readonly_rootfs;
         bool userns;
+        struct native *n; /* root server: binds made by the parent (detach),
+                             idmapped; NULL: the child binds */
         const cm_mount *mounts;
         size_t n_mounts;
 } rootfs_opts;
 
 /* parent: the whole file system of a sandbox, as a list of steps. */
 int mnt_plan_build(const rootfs_opts *o, mnt_plan *ret, cm_err *err);
+/* parent, root server (o->n): make the plan's binds, detached and idmapped
+ * (after the image's copy exists); p->lower_unmapped when the image cannot
+ * be idmapped (copy it instead). */
+int mnt_plan_detach(const rootfs_opts *o, mnt_plan *p, cm_err *err);
 /* child: carry out the plan, cwd being the new root; e says which op failed. */
 int mnt_plan_run(const mnt_plan *p, int step, sb_err *e);
-/* child: make "/" private, put a tmpfs on stage and chdir into it. */
+/* child: make "/" private, put a tmpfs on stage (NULL: stacked on /, for a
+ * root server's child, which cannot walk to the stage) and chdir into it. */
 int mnt_enter_stage(const char *stage, int64_t size, sb_err *e);
 /* child: pivot_root into the cwd and drop the old root. */
 int mnt_pivot(bool readonly_root, sb_err *e);
@@ -206,10 +221,32 @@ int caps_last_cap(void);
 /* child: bounding set, ambient, then effective/permitted/inheritable. */
 int caps_drop(uint64_t keep, int last_cap);
 
-/* parent: build the filter once; the program stays owned by the backend. */
-int seccomp_build(struct sock_fprog *ret, cm_err *err);
+/* parent: build the filter once; the program stays owned by the backend.
+ * no_setid: also refuse the setuid and setgid bits (sandboxes with a
+ * read-write host mount). */
+int seccomp_build(struct sock_fprog *ret, bool no_setid, cm_err *err);
 /* child: install; the last thing before execve. */
 int seccomp_apply(const struct sock_fprog *prog);
+
+/* ---- user namespaces (ns_user.c) --------------------------------------- */
+
+/* A root server's sandboxes: ids 0..USERNS_SIZE-1 on host [BASE, BASE +
+ * USERNS_SIZE).  The default base lies past what Debian's useradd hands out
+ * as subordinate ranges (100000 up, 65536 a user, to 600100000) and past
+ * systemd-nspawn's container range (524288-1879048191): 0x70000000. */
+#define USERNS_SIZE 65536u
+#define USERNS_DEFAULT_BASE 1879048192u
+
+/* parent: the range of a root server (see ns_user.c); *ret_from says where
+ * it came from. */
+int userns_pick_range(uid_t euid, uid_t *ret_uid, gid_t *ret_gid, char *ret_from, size_t from_size, cm_err *err);
+/* "0 BASE 65536\n" for uid and gid. */
+void userns_range_maps(uid_t ubase, gid_t gbase, char uid_map[64], char gid_map[64]);
+/* parent: write a child's maps (#0). */
+int userns_write_maps(pid_t pid, const char *uid_map, const char *gid_map, cm_err *err);
+/* parent: a user namespace holding these maps and nothing else (for
+ * mount_setattr's MOUNT_ATTR_IDMAP); *ret_fd its fd. */
+int userns_make(const char *uid_map, const char *gid_map, int *ret_fd, cm_err *err);
 
 /* ---- the backend ------------------------------------------------------- */
 
@@ -228,8 +265,25 @@ typedef struct native {
         bool rootless;   /* euid != 0: a user namespace maps us to root */
         uid_t uid;
         gid_t gid;
+        /* root: sandbox id 0 is host map_uid/map_gid, 65536 ids on (for a
+         * rootless server, its own uid and gid, one id) */
+        uid_t map_uid;
+        gid_t map_gid;
+        char map_from[96]; /* where the range came from */
+        bool idmap;        /* root: idmapped mounts work here (probe) */
+        bool no_idmap;     /* CONTAINER_MCP_NATIVE_IDMAP=0: never idmap
+                              (tests force the fallbacks with it) */
+        int map_userns;    /* root: a namespace with the sandboxes' map, for
+                              idmapped mounts; -1 otherwise */
+        struct {
+                uid_t uid;
+                gid_t gid;
+                int fd;
+        } owner_ns[16]; /* userns_for_owner's cache */
+        size_t n_owner_ns;
         cg_system cg;
         struct sock_fprog seccomp;
+        struct sock_fprog seccomp_rw; /* with a read-write host mount: no setuid/setgid */
         uint64_t caps_keep;
         int last_cap;
         int lifeline_r; /* each init polls this; EOF = the server died */
@@ -250,6 +304,11 @@ typedef struct native {
         bool pool_tried; /* pool_start ran (under lock) */
 } native;
 
+/* ns_user.c: a namespace mapping host uid:gid to the sandbox's root (a
+ * read-write mount's owner); a new fd, cached by the backend. */
+int userns_for_owner(native *n, uid_t uid, gid_t gid, int *ret_fd, cm_err *err);
+void userns_free(native *n);
+
 /* ns_net.c: reuse of network namespaces, root only. */
 int netns_take(native *n);
 int netns_keep(native *n, pid_t pid);
@@ -261,7 +320,7 @@ void netns_pool_free(native *n);
  *
  * child of the open-time probe: can this sandbox mount an overlay?  0, or
  * the mount's errno; -1 when the probe itself could not be set up. */
-int rootfs_probe_overlay(const char *stage, bool userns, uid_t uid, gid_t gid);
+int rootfs_probe_overlay(const char *stage, bool self_map, uid_t uid, gid_t gid);
 /* parent: decide from CONTAINER_MCP_NATIVE_OVERLAY and the probe's result. */
 void rootfs_detect(native *n, int probe);
 /* The errnos of an overlay mount that mean "not here": fall back to a copy. */
@@ -287,10 +346,12 @@ void hostetc_close(native *n);
 /* Everything a new sandbox's child needs, prepared by the parent. */
 typedef struct sb_config {
         bool userns;
-        uid_t outer_uid;
+        uid_t outer_uid; /* rootless: our uid; root: the range's base */
         gid_t outer_gid;
+        bool parent_maps; /* root: the parent writes a range map (#0) */
+        int map_wait;     /* set by sb_spawn: the child's end of #0 */
         const char *hostname;
-        const char *stage;
+        const char *stage; /* NULL: a tmpfs stacked on / (mnt_enter_stage) */
         int64_t root_bytes;
         const mnt_plan *plan;
         bool readonly_rootfs;
@@ -396,7 +457,7 @@ typedef struct sb_proc {
         int64_t rlimit_pids;   /* without a cgroup: RLIMIT_NPROC, 0: none */
 } sb_proc;
 int sb_exec_proc(const sb_proc *p, sb_err *e);
-#define SB_MAX_FDS 48
+#define SB_MAX_FDS 96
 void sb_close_fds_except(const int *keep, size_t n);
 void sb_report(int fd, const sb_err *e);
 
@@ -423,6 +484,10 @@ void proc_each_child(int proc, pid_t pid, void (*fn)(pid_t child, void *ctx), vo
 
 /* ns_user.c, ns_net.c (child) */
 int userns_map(uid_t outer_uid, gid_t outer_gid, sb_err *e);
+/* child, root server: #0 wait for the parent's maps; become the
+ * namespace's root (host BASE) with no host supplementary group. */
+int userns_wait_maps(int fd, sb_err *e);
+int userns_become_root(sb_err *e);
 int net_lo_up(sb_err *e);
 
 /* ---- output capture (pump.c) ------------------------------------------- */

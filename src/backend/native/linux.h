@@ -5,6 +5,7 @@
 #define CM_NATIVE_LINUX_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -42,6 +43,49 @@
 #endif
 #ifndef RESOLVE_NO_SYMLINKS
 #define RESOLVE_NO_SYMLINKS 0x04
+#endif
+#ifndef __NR_open_tree
+#define __NR_open_tree 428
+#endif
+#ifndef __NR_move_mount
+#define __NR_move_mount 429
+#endif
+#ifndef __NR_fsopen
+#define __NR_fsopen 430
+#endif
+#ifndef __NR_fsconfig
+#define __NR_fsconfig 431
+#endif
+#ifndef __NR_fsmount
+#define __NR_fsmount 432
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
+#ifndef FSCONFIG_SET_STRING
+#define FSCONFIG_SET_STRING 1
+#define FSCONFIG_CMD_CREATE 6
+#endif
+#ifndef FSOPEN_CLOEXEC
+#define FSOPEN_CLOEXEC 0x00000001
+#endif
+#ifndef FSMOUNT_CLOEXEC
+#define FSMOUNT_CLOEXEC 0x00000001
+#endif
+#ifndef MOUNT_ATTR_IDMAP
+#define MOUNT_ATTR_IDMAP 0x00100000
+#endif
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
 #endif
 #ifndef __NR_pivot_root
 #define __NR_pivot_root 155
@@ -113,6 +157,27 @@ static inline int sys_mount_setattr(int dfd, const char *path, unsigned flags, s
 
 static inline int sys_openat2(int dfd, const char *path, struct cm_open_how *how) {
         return (int)syscall(__NR_openat2, dfd, path, how, sizeof *how);
+}
+
+/* The new mount API (Linux 5.2): a mount made (and idmapped, 5.12) by the
+ * server, detached, then attached by the sandbox's child in its own mount
+ * namespace. */
+static inline int sys_open_tree(int dfd, const char *path, unsigned flags) {
+        return (int)syscall(__NR_open_tree, dfd, path, flags);
+}
+
+static inline int sys_move_mount(int from_dfd, const char *from, int to_dfd, const char *to, unsigned flags) {
+        return (int)syscall(__NR_move_mount, from_dfd, from, to_dfd, to, flags);
+}
+
+static inline int sys_fsopen(const char *fs, unsigned flags) { return (int)syscall(__NR_fsopen, fs, flags); }
+
+static inline int sys_fsconfig(int fd, unsigned cmd, const char *key, const void *value, int aux) {
+        return (int)syscall(__NR_fsconfig, fd, cmd, key, value, aux);
+}
+
+static inline int sys_fsmount(int fd, unsigned flags, unsigned attr) {
+        return (int)syscall(__NR_fsmount, fd, flags, attr);
 }
 
 static inline int sys_pivot_root(const char *new_root, const char *put_old) {

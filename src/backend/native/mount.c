@@ -7,6 +7,7 @@
  * no allocation and a failure names the exact step. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -35,6 +36,7 @@ static void mnt_add(mnt_plan *p, enum mnt_kind kind, const char *src, const char
                 .data = data ? xstrdup(data) : NULL,
                 .flags = flags,
                 .mode = mode,
+                .fd = -1,
         };
 }
 
@@ -45,6 +47,8 @@ static void add_optional(mnt_plan *p, enum mnt_kind kind, const char *src, const
 
 void mnt_plan_free(mnt_plan *p) {
         for (size_t i = 0; i < p->n; i++) {
+                if (p->ops[i].fd >= 0)
+                        (void)close(p->ops[i].fd);
                 free(p->ops[i].src);
                 free(p->ops[i].dst);
                 free(p->ops[i].data);
@@ -93,6 +97,7 @@ static int plan_host_image(const rootfs_opts *o, mnt_plan *p) {
         }
         mnt_add(p, MNT_MKDIR, NULL, "etc", NULL, 0, 0755);
         mnt_add(p, MNT_BIND, o->etc_dir, "etc", NULL, 0, 0);
+        p->ops[p->n - 1].detach = true; /* in the state dir */
         mnt_add(p, MNT_RDONLY, NULL, "etc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
         /* /etc/hosts, /etc/hostname and /etc/resolv.conf point here */
         mnt_add(p, MNT_MKDIR, NULL, "run", NULL, 0, 0755);
@@ -131,19 +136,33 @@ static int plan_dir_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
         if (o->copy) {
                 mnt_add(p, MNT_MKDIR, NULL, ".root", NULL, 0, 0755);
                 mnt_add(p, MNT_BIND, o->copy, ".root", NULL, 0, 0);
+                p->ops[p->n - 1].detach = true; /* in the state dir; owners shifted (rootfs.c) */
                 mnt_add(p, MNT_RDONLY, NULL, ".root", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
                 p->ops[p->n - 1].keep_rw = true;
         } else {
-                if (strchr(o->stage, ',') || strchr(o->stage, ':'))
-                        return cm_err_set(err, EINVAL, "state dir path \"%s\" may not contain ',' or ':'", o->stage);
-                /* lowerdir comes from the checked fd at mount time */
-                opts = xasprintf("upperdir=%s/.upper,workdir=%s/.work%s", o->stage, o->stage,
+                /* Paths relative to the stage (the child's cwd).  A root
+                 * server's child cannot walk to the image (its ids are not
+                 * the host's root): the parent binds it on .lower, idmapped
+                 * so that the image's root-owned files are the sandbox
+                 * root's (copy-up needs their owner mapped).  A rootless
+                 * child opens the image itself; its lowerdir is then the
+                 * checked fd (overlay_checked). */
+                if (o->n) {
+                        mnt_add(p, MNT_MKDIR, NULL, ".lower", NULL, 0, 0755);
+                        mnt_add(p, MNT_BIND, o->image, ".lower", NULL, 0, 0);
+                        p->ops[p->n - 1].detach = true;
+                        p->ops[p->n - 1].idmap = IDMAP_RANGE;
+                        /* the directory checked above, not one swapped in */
+                        p->ops[p->n - 1].dev = st.st_dev;
+                        p->ops[p->n - 1].ino = st.st_ino;
+                }
+                opts = xasprintf("%supperdir=.upper,workdir=.work%s", o->n ? "lowerdir=.lower," : "",
                                  o->userns ? ",userxattr" : "");
                 mnt_add(p, MNT_MKDIR, NULL, ".upper", NULL, 0, 0755);
                 mnt_add(p, MNT_MKDIR, NULL, ".work", NULL, 0, 0700);
                 mnt_add(p, MNT_MKDIR, NULL, ".root", NULL, 0, 0755);
-                mnt_add(p, MNT_OVERLAY, o->image, ".root", opts, MS_NOSUID | MS_NODEV, 0);
-                p->ops[p->n - 1].check_id = true;
+                mnt_add(p, MNT_OVERLAY, o->n ? NULL : o->image, ".root", opts, MS_NOSUID | MS_NODEV, 0);
+                p->ops[p->n - 1].check_id = !o->n;
                 p->ops[p->n - 1].dev = st.st_dev;
                 p->ops[p->n - 1].ino = st.st_ino;
         }
@@ -224,6 +243,11 @@ static int plan_mounts(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
                 p->ops[p->n - 1].check_id = true;
                 p->ops[p->n - 1].dev = st.st_dev;
                 p->ops[p->n - 1].ino = st.st_ino;
+                p->ops[p->n - 1].detach = true;
+                /* read-write: the owner of the source is the sandbox's root
+                 * there, unless it is the host's root (then plain: files
+                 * belong to the range's ids); read-only: the range. */
+                p->ops[p->n - 1].idmap = m->readonly ? IDMAP_RANGE : st.st_uid != 0 ? IDMAP_OWNER : IDMAP_NONE;
                 mnt_add(p, MNT_RDONLY, NULL, rel, NULL,
                         MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (m->readonly ? MOUNT_ATTR_RDONLY : 0), 0);
                 p->ops[p->n - 1].keep_rw = !m->readonly;
@@ -304,6 +328,97 @@ static void plan_dev(const rootfs_opts *o, mnt_plan *p) {
                 MS_NOSUID | MS_NOEXEC, 0);
         /* shm: a dir of /dev's tmpfs, which bounds its size */
         mnt_add(p, MNT_MKDIR, NULL, "dev/shm", NULL, 0, 01777);
+}
+
+/* ---- binds the parent makes (root server) -------------------------------- */
+
+/* errnos of mount_setattr(MOUNT_ATTR_IDMAP) that mean "not here": a kernel
+ * before 5.12, a file system without idmapped mounts (tmpfs before 6.3,
+ * NFS...). */
+static bool idmap_unsupported(int code) {
+        return code == EINVAL || code == EOPNOTSUPP || code == ENOSYS || code == EPERM || code == ENOTSUP;
+}
+
+/* The group a read-write mount's owner writes as: the directory's, else
+ * the owner's primary group; never the host's group 0. */
+static gid_t owner_group(uid_t uid, gid_t gid) {
+        struct passwd pw, *res = NULL;
+        char buf[4096];
+        if (gid != 0)
+                return gid;
+        if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res && pw.pw_gid != 0)
+                return pw.pw_gid;
+        return (gid_t)-1;
+}
+
+/* open_tree of the op's source; a checked source (a policy mount) is opened
+ * without following any symlink and must still be the object planned (our
+ * own paths, the state dir's and an image's, may lead through one). */
+static int detach_open(const mnt_op *op, struct stat *ret_st, cm_err *err) {
+        struct cm_open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
+        cleanup_close int fd = op->check_id ? sys_openat2(AT_FDCWD, op->src, &how)
+                                            : open(op->src, O_PATH | O_CLOEXEC);
+        int tree;
+
+        if (fd < 0 && op->check_id && errno == ENOSYS)
+                fd = open(op->src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return cm_err_sys(err, errno, "mount source \"%s\"", op->src);
+        if (fstat(fd, ret_st) < 0)
+                return cm_err_sys(err, errno, "mount source \"%s\"", op->src);
+        if ((op->check_id || op->ino) && (ret_st->st_dev != op->dev || ret_st->st_ino != op->ino))
+                return cm_err_set(err, EXDEV, "mount source \"%s\" changed (or became a symlink) after the policy check",
+                                  op->src);
+        tree = sys_open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+        if (tree < 0)
+                return cm_err_sys(err, errno, "bind \"%s\" (open_tree, Linux 5.2 or newer)", op->src);
+        return tree;
+}
+
+static int idmap_tree(const native *n, int tree, int userns) {
+        struct cm_mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+        if (n->no_idmap)
+                return -EOPNOTSUPP; /* as a kernel without them */
+        return sys_mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a) < 0 ? -errno : 0;
+}
+
+static int detach_one(const rootfs_opts *o, mnt_plan *p, mnt_op *op, cm_err *err) {
+        struct stat st;
+        cleanup_close int tree = detach_open(op, &st, err), owner_ns = -1;
+        int r = 0;
+
+        if (tree < 0)
+                return -1;
+        if (op->idmap == IDMAP_OWNER) {
+                gid_t g = owner_group(st.st_uid, st.st_gid);
+                cm_err oe = CM_ERR_INIT;
+                if (g == (gid_t)-1 || userns_for_owner(o->n, st.st_uid, g, &owner_ns, &oe) < 0)
+                        op->idmap = IDMAP_NONE; /* plain: files get the range's ids */
+        }
+        if (op->idmap == IDMAP_RANGE && o->n->map_userns >= 0)
+                r = idmap_tree(o->n, tree, o->n->map_userns);
+        else if (op->idmap == IDMAP_OWNER)
+                r = idmap_tree(o->n, tree, owner_ns);
+        if (r < 0 && !idmap_unsupported(-r))
+                return cm_err_sys(err, -r, "idmap the bind of \"%s\"", op->src);
+        if ((r < 0 || (op->idmap == IDMAP_RANGE && o->n->map_userns < 0)) && strcmp(op->dst, ".lower") == 0) {
+                /* A lower layer whose root-owned files are not the sandbox's
+                 * root's: copy-up of any of them would fail. */
+                p->lower_unmapped = true;
+                return cm_err_set(err, r < 0 ? -r : EOPNOTSUPP,
+                                  "the image \"%s\" cannot be idmapped for this sandbox", op->src);
+        }
+        op->fd = take_fd(&tree);
+        return 0;
+}
+
+int mnt_plan_detach(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
+        if (!o->n)
+                return 0;
+        for (size_t i = 0; i < p->n; i++)
+                if (p->ops[i].kind == MNT_BIND && p->ops[i].detach && detach_one(o, p, &p->ops[i], err) < 0)
+                        return -1;
+        return 0;
 }
 
 int mnt_plan_build(const rootfs_opts *o, mnt_plan *ret, cm_err *err) {
@@ -452,6 +567,14 @@ static int run_op(const mnt_op *op) {
         case MNT_TOUCH: return touch(op->dst, op->mode);
         case MNT_WRITE: return write_file_flags(op->dst, op->data, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, op->mode);
         case MNT_BIND:
+                if (op->fd >= 0) {
+                        /* our copy of the parent's fd: the init keeps none */
+                        int r = sys_move_mount(op->fd, "", AT_FDCWD, op->dst, MOVE_MOUNT_F_EMPTY_PATH);
+                        int saved = errno;
+                        (void)close(op->fd);
+                        errno = saved;
+                        return r;
+                }
                 if (op->check_id)
                         return bind_checked(op);
                 return mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL);
@@ -520,6 +643,32 @@ int mnt_plan_run(const mnt_plan *p, int step, sb_err *e) {
         return 0;
 }
 
+/* A root server's child cannot walk the state dir's path (its ids are not
+ * the host's root): its stage is a tmpfs made with the new mount API,
+ * stacked on / of its own mount namespace (lookups from the root still
+ * start below it, so host paths resolve as before) and entered through its
+ * fd; pivot_root takes it from there. */
+static int enter_stage_on_root(const char *size, sb_err *e) {
+        int fs = sys_fsopen("tmpfs", FSOPEN_CLOEXEC), mnt;
+
+        if (fs < 0)
+                return sb_fail(e, SB_STEP_ROOTFS, errno, "fsopen tmpfs (Linux 5.2 or newer)");
+        if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "size", size, 0) < 0 ||
+            sys_fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
+            sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return sb_fail(e, SB_STEP_ROOTFS, errno, "configure the stage's tmpfs");
+        mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        (void)close(fs);
+        if (mnt < 0)
+                return sb_fail(e, SB_STEP_ROOTFS, errno, "fsmount the stage's tmpfs");
+        if (sys_move_mount(mnt, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return sb_fail(e, SB_STEP_ROOTFS, errno, "attach the stage's tmpfs");
+        if (fchdir(mnt) < 0)
+                return sb_fail(e, SB_STEP_ROOTFS, errno, "enter the stage");
+        (void)close(mnt);
+        return 0;
+}
+
 int mnt_enter_stage(const char *stage, int64_t size, sb_err *e) {
         char opts[64];
 
@@ -528,6 +677,10 @@ int mnt_enter_stage(const char *stage, int64_t size, sb_err *e) {
         /* Nothing we mount may reach the host, nor host changes reach us. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 return sb_fail(e, SB_STEP_MOUNTNS, errno, "make / private");
+        if (!stage) {
+                (void)snprintf(opts, sizeof opts, "%lld", (long long)size);
+                return enter_stage_on_root(opts, e);
+        }
         (void)snprintf(opts, sizeof opts, "size=%lld,mode=0755", (long long)size);
         if (mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
                 return sb_fail(e, SB_STEP_ROOTFS, errno, "mount tmpfs on %s", stage);

@@ -163,16 +163,22 @@ static void net_detect(native *n) {
  * overlays are turned off, the child also tries one (rootfs.c) and exits
  * with the errno of that mount (255: it could not tell). */
 static int probe_namespaces(const native *n, bool try_overlay, int *ret_overlay, int *ret_errno) {
-        bool userns = n->rootless;
-        int pidfd = -1;
+        int pidfd = -1, go[2];
         struct cm_clone_args a = {
                 .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_PIDFD |
-                         (userns ? CLONE_NEWUSER : 0),
+                         CLONE_NEWUSER,
                 .pidfd = (uint64_t)(uintptr_t)&pidfd,
                 .exit_signal = SIGCHLD,
         };
         siginfo_t si = {0};
-        pid_t pid = sys_clone3(&a);
+        pid_t pid;
+
+        /* a root server maps the child's range as for a sandbox (#0) */
+        if (pipe2(go, O_CLOEXEC) < 0) {
+                *ret_errno = errno;
+                return -1;
+        }
+        pid = sys_clone3(&a);
 
         if (pid < 0 && errno == ENOSYS) {
                 pid = (pid_t)syscall(SYS_clone, (unsigned long)(a.flags & ~(uint64_t)CLONE_PIDFD) | SIGCHLD, NULL, NULL,
@@ -181,13 +187,27 @@ static int probe_namespaces(const native *n, bool try_overlay, int *ret_overlay,
                         (void)waitid(P_PID, (id_t)pid, &si, WEXITED);
         }
         if (pid == 0) {
-                int r = try_overlay ? rootfs_probe_overlay(n->stage_dir, userns, n->uid, n->gid) : 0;
+                sb_err e;
+                int r;
+                if (!n->rootless && (userns_wait_maps(go[0], &e) < 0 || userns_become_root(&e) < 0))
+                        _exit(255);
+                r = try_overlay ? rootfs_probe_overlay(n->rootless ? n->stage_dir : NULL, n->rootless, n->uid, n->gid) : 0;
                 _exit(r < 0 ? 255 : r > 254 ? 254 : r);
         }
+        (void)close(go[0]);
         if (pid < 0) {
                 *ret_errno = errno;
+                (void)close(go[1]);
                 return -1;
         }
+        if (!n->rootless) {
+                char um[64], gm[64];
+                cm_err err = CM_ERR_INIT;
+                userns_range_maps(n->map_uid, n->map_gid, um, gm);
+                if (userns_write_maps(pid, um, gm, &err) == 0)
+                        (void)!write(go[1], "m", 1);
+        }
+        (void)close(go[1]);
         if (pidfd >= 0) {
                 (void)waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED);
                 (void)close(pidfd);
@@ -211,6 +231,26 @@ static void state_tag(const char *dir, char ret[9]) {
         (void)snprintf(ret, 9, "%08x", h);
 }
 
+/* Root: the sandboxes' id range, a namespace holding its map (for idmapped
+ * mounts), and whether this kernel and the state dir's file system take an
+ * idmapped mount at all (shown by status). */
+static int probe_userns_range(native *n, cm_err *err) {
+        char um[64], gm[64];
+        cleanup_close int tree = -1;
+        struct cm_mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP};
+
+        if (userns_pick_range(n->uid, &n->map_uid, &n->map_gid, n->map_from, sizeof n->map_from, err) < 0)
+                return -1;
+        userns_range_maps(n->map_uid, n->map_gid, um, gm);
+        if (userns_make(um, gm, &n->map_userns, err) < 0)
+                return -1;
+        tree = sys_open_tree(AT_FDCWD, n->stage_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        a.userns_fd = (uint64_t)n->map_userns;
+        n->no_idmap = getenv("CONTAINER_MCP_NATIVE_IDMAP") && strcmp(getenv("CONTAINER_MCP_NATIVE_IDMAP"), "0") == 0;
+        n->idmap = !n->no_idmap && tree >= 0 && sys_mount_setattr(tree, "", AT_EMPTY_PATH, &a) == 0;
+        return 0;
+}
+
 static void probe(native *n) {
         cm_err err = CM_ERR_INIT;
         int e = 0, overlay = 0;
@@ -223,20 +263,26 @@ static void probe(native *n) {
         if (mkdir(n->stage_dir, 0755) < 0 && errno != EEXIST)
                 return set_unavailable(n, "cannot create the staging dir under the state dir",
                                        "make the state directory writable (CONTAINER_MCP_STATE_DIR)");
+        if (!n->rootless && probe_userns_range(n, &err) < 0)
+                return set_unavailable(n, err.msg,
+                                       "give the sandboxes 65536 unused host ids from 65536 up "
+                                       "(CONTAINER_MCP_USERNS_BASE, or root's /etc/subuid and /etc/subgid), and "
+                                       "enable user namespaces (sysctl user.max_user_namespaces>0)");
         if (probe_namespaces(n, !no_overlay || strcmp(no_overlay, "0") != 0, &overlay, &e) < 0) {
                 char why[256];
-                (void)snprintf(why, sizeof why, "cannot create %snamespaces: %s", n->rootless ? "user " : "",
-                               strerror(e));
+                (void)snprintf(why, sizeof why, "cannot create user namespaces: %s", strerror(e));
                 return set_unavailable(
                         n, why,
                         n->rootless ? "enable unprivileged user namespaces (sysctl "
                                       "kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0, and on "
                                       "Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or run as root, or "
                                       "use the docker backend"
-                                    : "the kernel lacks namespace support; use the docker backend");
+                                    : "enable user namespaces (sysctl user.max_user_namespaces>0), which "
+                                      "every sandbox needs so that its root is not the host's; or use the "
+                                      "docker backend");
         }
         rootfs_detect(n, overlay);
-        if (seccomp_build(&n->seccomp, &err) < 0)
+        if (seccomp_build(&n->seccomp, false, &err) < 0 || seccomp_build(&n->seccomp_rw, true, &err) < 0)
                 return set_unavailable(n, err.msg, "install libseccomp 2.5 or newer");
         n->etc_dir = xasprintf("%s/etc", n->state_dir);
         state_tag(n->state_dir, tag);
@@ -289,13 +335,21 @@ static void native_status(cm_backend *b, cm_backend_status *ret) {
                                           "cgroup; use cgroup v2, or mount -o remount,favordynmods one "
                                           "hierarchy"));
         d = json_pack("{s:s, s:b, s:s, s:s, s:s, s:b, s:b, s:b, s:b, s:s, s:s, s:O}", "kernel", u.release, "rootless",
-                      n->rootless, "user_namespaces", n->rootless ? (n->ok ? "yes" : "no") : "not needed (root)",
+                      n->rootless, "user_namespaces", n->ok ? "yes" : "no",
                       "cgroup", cg_mode_name(n->cg.mode), "limits", limits_text(n), "seccomp", n->seccomp.len > 0,
                       "overlay", n->overlay, "slirp4netns", in_path("slirp4netns"), "pasta", in_path("pasta"),
                       "network", "off by default; network: true through the user-mode stack", "state_dir",
                       n->state_dir ? n->state_dir : "", "warnings", warn);
         if (d) {
                 (void)json_object_set_new(d, "network_stack", json_string(net_stack_name(n->net_stack)));
+                /* sandbox root is host uid_base: never the host's root */
+                (void)json_object_set_new(
+                        d, "userns_map",
+                        json_pack("{s:I, s:I, s:I, s:s}", "uid_base", (json_int_t)n->map_uid, "gid_base",
+                                  (json_int_t)n->map_gid, "size", (json_int_t)(n->rootless ? 1 : USERNS_SIZE), "from",
+                                  n->rootless ? "the server's own ids (rootless)" : n->map_from));
+                if (!n->rootless)
+                        (void)json_object_set_new(d, "idmapped_mounts", json_boolean(n->idmap));
                 if (read_file("/proc/sys/user/max_user_namespaces", buf, sizeof buf) > 0)
                         (void)json_object_set_new(d, "max_user_namespaces", json_integer(atoll(buf)));
                 (void)json_object_set_new(d, "cgroup_detail", json_string(n->cg.reason));
@@ -328,6 +382,7 @@ static void native_free(cm_backend *b) {
                 (void)close(n->lifeline_w);
         hostetc_close(n);
         netns_pool_free(n);
+        userns_free(n);
         /* Our srv- dir, then the state dir's own, unless another live server
          * (whose srv- dir is in it) or a container still uses it. */
         for (int c = 0; c < CG__N && n->srv_tag; c++)
@@ -341,6 +396,7 @@ static void native_free(cm_backend *b) {
         free(n->etc_dir);
         cg_system_free(&n->cg);
         free(n->seccomp.filter);
+        free(n->seccomp_rw.filter);
         free(n->state_dir);
         free(n->stage_dir);
         (void)pthread_mutex_destroy(&n->lock);
@@ -377,6 +433,9 @@ cm_backend *cm_native_open(void) {
         n->uid = geteuid();
         n->gid = getegid();
         n->rootless = n->uid != 0;
+        n->map_uid = n->uid; /* rootless: our own ids, one each */
+        n->map_gid = n->gid;
+        n->map_userns = -1;
         n->caps_keep = caps_default_keep();
         n->last_cap = caps_last_cap();
         n->self_pid = getpid();

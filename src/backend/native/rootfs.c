@@ -42,23 +42,23 @@
 /* ---- is there an overlay? ----------------------------------------------- */
 
 /* child (of a raw clone, in new user and mount namespaces like a
- * sandbox's): a tmpfs on the stage, and an overlay of its dirs on it. */
-int rootfs_probe_overlay(const char *stage, bool userns, uid_t uid, gid_t gid) {
+ * sandbox's): a tmpfs on the stage, and an overlay of its dirs on it.
+ * self_map: a rootless server's child maps itself; else the parent has
+ * mapped it and stage is NULL (see mnt_enter_stage). */
+int rootfs_probe_overlay(const char *stage, bool self_map, uid_t uid, gid_t gid) {
         sb_err e;
-        char opts[64 + 3 * 4096];
 
-        if (userns) {
+        if (self_map) {
                 (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
                 if (userns_map(uid, gid, &e) < 0)
                         return -1;
         }
-        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-            mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") < 0 || chdir(stage) < 0 ||
-            mkdir("l", 0755) < 0 || mkdir("u", 0755) < 0 || mkdir("w", 0700) < 0 || mkdir("r", 0755) < 0)
+        if (mnt_enter_stage(stage, 65536, &e) < 0 || mkdir("l", 0755) < 0 || mkdir("u", 0755) < 0 ||
+            mkdir("w", 0700) < 0 || mkdir("r", 0755) < 0)
                 return -1;
-        (void)snprintf(opts, sizeof opts, "lowerdir=%s/l,upperdir=%s/u,workdir=%s/w%s", stage, stage, stage,
-                       userns ? ",userxattr" : "");
-        return mount("overlay", "r", "overlay", MS_NOSUID | MS_NODEV, opts) < 0 ? errno : 0;
+        return mount("overlay", "r", "overlay", MS_NOSUID | MS_NODEV, "lowerdir=l,upperdir=u,workdir=w,userxattr") < 0
+                       ? errno
+                       : 0;
 }
 
 bool rootfs_overlay_unavailable(int code) { return code == ENODEV || code == EINVAL || code == EPERM; }
@@ -167,6 +167,41 @@ static uint64_t tree_bytes(int dir, uint64_t cap, int depth) {
         return sum;
 }
 
+/* A root server's copy, owners moved into the sandboxes' range (host id k
+ * becomes BASE + k; ids past the range become its nobody), so the
+ * sandbox's root owns what the image's root owned.  Never follows a
+ * symlink. */
+static uid_t shifted(unsigned id, unsigned base) { return (uid_t)(base + (id < USERNS_SIZE ? id : 65534u)); }
+
+static int shift_owners(int dir, const char *name, const native *n, int depth) {
+        struct stat st;
+        int fd, r = 0;
+        DIR *d;
+        struct dirent *de;
+
+        if (depth > SCAN_MAX_DEPTH)
+                return -ELOOP;
+        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (fchownat(dir, name, shifted(st.st_uid, n->map_uid), (gid_t)shifted(st.st_gid, n->map_gid),
+                     AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode))
+                return 0;
+        /* chown dropped nothing a directory needs; its mode is unchanged */
+        if ((fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                return -errno;
+        if (!(d = fdopendir(fd))) {
+                (void)close(fd);
+                return -errno;
+        }
+        while (r == 0 && (de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        r = shift_owners(dirfd(d), de->d_name, n, depth + 1);
+        (void)closedir(d);
+        return r;
+}
+
 int rootfs_copy(const native *n, const char *image, const char *dst, const char *why, cm_err *err) {
         const char *slash = strrchr(dst, '/');
         cleanup_free char *parent = xstrndup(dst, (size_t)(slash - dst));
@@ -195,8 +230,12 @@ int rootfs_copy(const native *n, const char *image, const char *dst, const char 
         else if (mkdirat(dfd, slash + 1, 0700) < 0)
                 return cm_err_sys(err, errno, "state: cannot create %s", dst);
         else if (cm_copy_tree_flags(src, ".", dfd, slash + 1, NATIVE_COPY_MAX_BYTES, n->rootless ? 0 : CM_COPY_OWNERS,
-                                    &st, &e) == 0)
-                return 0;
+                                    &st, &e) == 0) {
+                int r = n->rootless ? 0 : shift_owners(dfd, slash + 1, n, 0);
+                if (r == 0)
+                        return 0;
+                (void)cm_err_sys(&e, -r, "moving the copy's owners into the sandbox's id range");
+        }
         rootfs_remove(dst);
         if (e.code == EFBIG)
                 return cm_err_set(err, EFBIG,

@@ -1,23 +1,29 @@
 /* The sandbox, top to bottom (contain() below is the whole order).
  *
- * The parent clones one child with every namespace at once (user when not
- * root, mount, pid, uts, ipc, and net unless a spent one is reused).  That
- * child becomes pid 1 of the new pid namespace; it maps the user namespace,
- * joins its cgroup and roots a cgroup namespace there, builds and pivots
+ * The parent clones one child with every namespace at once (user, mount,
+ * pid, uts, ipc, and net unless a spent one is reused).  That child becomes
+ * pid 1 of the new pid namespace; it leaves the server's session (setsid),
+ * maps the user namespace (or, under a root server, waits for the parent to
+ * map it, #0), joins its cgroup, becomes the namespace's root and roots a
+ * cgroup namespace there, builds and pivots
  * into the new root, names itself, brings lo up, loads the seccomp filter,
  * drops to the default capability set, then vforks the main process
  * (rlimits when there is no cgroup, no_new_privs and execve; the filter is
  * inherited) and stays on as the init (init.c).
  *
  * Sync points, mirrored in parent and child:
+ *   #0  (root server only, ns_user.c) parent -> child: the parent has
+ *       written the child's uid_map and gid_map (a range only a privileged
+ *       process may write); one byte on a pipe, EOF if it failed.
  *   #1  child -> parent: an sb_err message on err_fd if a step failed; EOF
  *       (every copy of the close-on-exec err_fd closed) once the main
  *       process has exec'd, or, with no main process, the init is ready.
  *   #2, #3 (network: true only, netstack.c): the child hands its
  *       namespaces to the parent and waits for the network to be up.
- * Otherwise nothing flows from parent to child: the child maps its own ids
- * and joins its cgroup through fds opened for it, so set-up costs one round
- * trip. */
+ * Otherwise nothing flows from parent to child: a rootless child maps its
+ * own ids, every child joins its cgroup through fds opened for it and
+ * attaches the binds the parent made for it (mount.c), so set-up costs one
+ * round trip (two under a root server). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -28,6 +34,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/native/internal.h"
@@ -259,8 +266,12 @@ static int keep_fds(const sb_config *c, sb_err *e) {
         keep[n++] = c->ctl_fd;
         keep[n++] = c->ctl_conn;
         keep[n++] = c->net_sync;
+        keep[n++] = c->map_wait;
         for (size_t i = 0; i < c->n_cg_fds; i++)
                 keep[n++] = c->cg_fds[i];
+        for (size_t i = 0; i < c->plan->n && n < SB_MAX_FDS; i++)
+                if (c->plan->ops[i].fd >= 0)
+                        keep[n++] = c->plan->ops[i].fd;
         sb_close_fds_except(keep, n);
         (void)e;
         return 0;
@@ -278,24 +289,38 @@ static __attribute__((noreturn)) void contain(const sb_config *c) {
         sb_reset_signals();
         init_signal_set(&set);
         (void)sigprocmask(SIG_SETMASK, &set, NULL);
+        /* A session of our own, with no controlling terminal: the server's
+         * (an MCP client or a shell started it from one) must not reach
+         * the sandbox, whose /dev/tty then opens nothing (ENXIO). */
+        if (setsid() < 0) {
+                (void)sb_fail(&e, SB_STEP_INIT, errno, "setsid");
+                goto fail;
+        }
         if (keep_fds(c, &e) < 0)
                 goto fail;
         init_scrub();
-        /* The maps are written through /proc/self files, which belong to
-         * the host's root while we are not dumpable (as after a server's
-         * setuid); nothing else runs in the new namespaces yet. */
-        if (c->userns) {
+        /* A rootless server's child writes its maps through /proc/self
+         * files, which belong to the host's root while we are not dumpable
+         * (as after a server's setuid); nothing else runs in the new
+         * namespaces yet.  A root server writes a range map for us (#0). */
+        if (c->parent_maps) {
+                if (userns_wait_maps(c->map_wait, &e) < 0)
+                        goto fail;
+        } else if (c->userns) {
                 (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
                 if (userns_map(c->outer_uid, c->outer_gid, &e) < 0)
                         goto fail;
         }
-        /* We are a copy of the server's memory: nothing in the sandbox may
-         * read it through /proc/1/mem. */
-        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        /* Still the host's root here: cgroup v1 checks the writer's ids. */
         if (cg_join(c->cg_fds, c->n_cg_fds) < 0) {
                 (void)sb_fail(&e, SB_STEP_CGROUP, errno, "write cgroup.procs");
                 goto fail;
         }
+        if (c->parent_maps && userns_become_root(&e) < 0)
+                goto fail;
+        /* We are a copy of the server's memory: nothing in the sandbox may
+         * read it through /proc/1/mem. */
+        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         for (size_t i = 0; i < c->n_cg_fds; i++)
                 (void)close(c->cg_fds[i]);
         if (unshare(CLONE_NEWCGROUP) < 0) { /* rooted at the sandbox's cgroup */
@@ -364,7 +389,22 @@ fail:
 
 /* ---- the parent --------------------------------------------------------- */
 
-int sb_spawn(const sb_config *c, int *ret_pidfd, cm_err *err) {
+/* parent, #0: a root server writes the child's range map, then lets it
+ * go on (closing go without a byte tells it we failed). */
+static int write_child_maps(const sb_config *c, pid_t pid, int go, cm_err *err) {
+        char um[64], gm[64];
+        userns_range_maps(c->outer_uid, c->outer_gid, um, gm);
+        if (userns_write_maps(pid, um, gm, err) < 0)
+                return -1;
+        if (write(go, "m", 1) != 1)
+                return cm_err_sys(err, errno, "let the sandbox go on (#0)");
+        return 0;
+}
+
+int sb_spawn(const sb_config *cfg, int *ret_pidfd, cm_err *err) {
+        sb_config cc = *cfg;
+        const sb_config *c = &cc;
+        int map_p[2] = {-1, -1};
         int pidfd = -1;
         struct cm_clone_args a = {
                 .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD |
@@ -377,6 +417,12 @@ int sb_spawn(const sb_config *c, int *ret_pidfd, cm_err *err) {
         sigset_t all, old;
         pid_t pid;
 
+        if (cc.parent_maps) {
+                if (pipe2(map_p, O_CLOEXEC) < 0)
+                        return cm_err_sys(err, errno, "pipe");
+                cc.map_wait = map_p[0];
+        } else
+                cc.map_wait = -1;
         /* No signal handler of the server may run in the child before it
          * resets them. */
         (void)sigfillset(&all);
@@ -398,6 +444,10 @@ int sb_spawn(const sb_config *c, int *ret_pidfd, cm_err *err) {
         if (pid < 0) {
                 int e = errno;
                 (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+                if (map_p[0] >= 0) {
+                        (void)close(map_p[0]);
+                        (void)close(map_p[1]);
+                }
                 if (e == EPERM || e == ENOSPC || e == EUSERS)
                         return cm_err_sys(err, e,
                                           "cannot create the sandbox namespaces (user namespaces may be disabled "
@@ -408,6 +458,19 @@ int sb_spawn(const sb_config *c, int *ret_pidfd, cm_err *err) {
         if (pid == 0)
                 contain(c);
         (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (map_p[0] >= 0) {
+                int r;
+                (void)close(map_p[0]);
+                r = write_child_maps(c, pid, map_p[1], err); /* #0 */
+                (void)close(map_p[1]);
+                if (r < 0) {
+                        (void)kill(pid, SIGKILL);
+                        (void)waitpid(pid, NULL, 0);
+                        if (pidfd >= 0)
+                                (void)close(pidfd);
+                        return -1;
+                }
+        }
         if (pidfd < 0 && pid > 0) {
                 (void)kill(pid, SIGKILL);
                 return cm_err_sys(err, ENOSYS, "no pidfd for the sandbox (Linux 5.3 or newer is needed)");
