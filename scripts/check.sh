@@ -52,10 +52,20 @@ count_node() {
         [[ ${f:-0} -gt 0 ]] && failures+=("$label: $f failed (see above)")
 }
 
+# True when meson configured `dir` with the unit tests (it leaves them out
+# when cmocka was missing at setup, as after `make run` on a fresh machine).
+has_tests() {
+        meson introspect "$1" --tests 2>/dev/null |
+                python3 -c 'import json, sys; sys.exit(0 if any("unit" in t["suite"] for t in json.load(sys.stdin)) else 1)'
+}
+
 build() { # dir, meson args...
         local dir=$1; shift
         if [[ ! -f $dir/build.ninja ]]; then
                 meson setup "$dir" "$@" >/dev/null || return 1
+        elif ! has_tests "$dir"; then
+                # configured before the test packages were installed
+                meson setup --reconfigure "$dir" "$@" >/dev/null || return 1
         fi
         ninja -C "$dir" >/dev/null || ninja -C "$dir"
 }

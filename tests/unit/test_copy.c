@@ -214,7 +214,10 @@ static void test_pseudo_filesystems_refused(void **state) {
                 if (stat(out[i], &sb) < 0)
                         continue;
                 assert_true(cm_copy_root_to_host(root, out[i], host, strrchr(got, '/') + 1, 1 << 20, &st, &err) < 0);
-                assert_non_null(strstr(err.msg, "pseudo-filesystem"));
+                /* without openat2 (valgrind knows no syscall 437) the walk
+                 * refuses the symlink /proc/self before it sees the fs */
+                if (have_openat2() || !strstr(out[i], "self"))
+                        assert_non_null(strstr(err.msg, "pseudo-filesystem"));
                 assert_int_equal(access(got, F_OK), -1); /* nothing landed */
         }
         /* into one: neither a file nor a tree */
