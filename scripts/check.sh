@@ -56,7 +56,7 @@ count_node() {
 # when cmocka was missing at setup, as after `make run` on a fresh machine).
 has_tests() {
         meson introspect "$1" --tests 2>/dev/null |
-                python3 -c 'import json, sys; sys.exit(0 if any("unit" in t["suite"] for t in json.load(sys.stdin)) else 1)'
+                python3 -c 'import json, sys; sys.exit(0 if any(s.split(":")[-1] == "unit" for t in json.load(sys.stdin) for s in t["suite"]) else 1)'
 }
 
 build() { # dir, meson args...
@@ -64,8 +64,11 @@ build() { # dir, meson args...
         if [[ ! -f $dir/build.ninja ]]; then
                 meson setup "$dir" "$@" >/dev/null || return 1
         elif ! has_tests "$dir"; then
-                # configured before the test packages were installed
-                meson setup --reconfigure "$dir" "$@" >/dev/null || return 1
+                # Configured before the test packages were installed: meson
+                # keeps what it found missing, so configure afresh.
+                echo "$dir was configured without the test packages; configuring it again"
+                rm -rf "$dir"
+                meson setup "$dir" "$@" >/dev/null || return 1
         fi
         ninja -C "$dir" >/dev/null || ninja -C "$dir"
 }
