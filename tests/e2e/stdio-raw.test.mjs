@@ -436,8 +436,13 @@ describe('stdio: cancels, a full pool and shutdown', () => {
   const lines = (msgs) => msgs.map((m) => JSON.stringify(m)).join('\n');
   // The first progress of a sleep is sent as it starts: proof it has a worker.
   const startedOf = (s, id) => s.messages.some((m) => m.method === 'notifications/progress' && m.params.progressToken === id);
-  const waitStarted = (s, ids, ms = 20000) =>
-    s.next(() => ids.every((id) => startedOf(s, id)), ms, `the first progress of ${ids.filter((id) => !startedOf(s, id)).slice(0, 5)}… (all ${ids.length})`);
+  async function waitStarted(s, ids, ms = 20000) {
+    try {
+      await s.next(() => ids.every((id) => startedOf(s, id)), ms, `the first progress of all ${ids.length} calls`);
+    } catch (e) {
+      throw new Error(`${ids.filter((id) => startedOf(s, id)).length} of ${ids.length} calls started: ${e.message}`);
+    }
+  }
   const responsesTo = (s, id) => s.messages.filter((m) => m.id === id && ('result' in m || 'error' in m));
 
   function assertShutdownError(s, id) {
