@@ -257,9 +257,9 @@ static void wait_or_refuse(stdio_srv *s, mcp_job *j, size_t bytes) {
         (void)pthread_mutex_unlock(&s->lock);
         if (queued)
                 return;
-        text = xasprintf("tools/call refused: %d calls are running and %zu more are waiting for a thread, the most "
-                         "the stdio transport holds; wait for some to finish or cancel some "
-                         "(notifications/cancelled), then send it again",
+        text = xasprintf("tools/call refused: every worker is busy (at most %d calls run at once) and %zu more "
+                         "calls are waiting, the most the stdio transport holds; wait for some to finish or cancel "
+                         "some (notifications/cancelled), then send it again",
                          MAX_RUNNING, n);
         mcp_job_refuse(j, MCP_INTERNAL_ERROR, text);
 }
