@@ -23,14 +23,33 @@ struct mcp_server {
         size_t n_tools;
 };
 
+/* How a call ends early.  The state leaves CALL_LIVE at most once. */
+enum call_state {
+        CALL_LIVE,
+        CALL_CANCELLED, /* by the client, or its sink is gone: no reply */
+        CALL_ABANDONED, /* by the server (shutdown, session dropped): an error reply */
+};
+
 struct mcp_call {
         mcp_session *session;
         json_t *id;             /* the request id */
         json_t *progress_token; /* or NULL */
         mcp_sink *out;
-        atomic_bool cancelled;
+        atomic_int state;       /* enum call_state */
+        int abandon_code;       /* written before state becomes CALL_ABANDONED */
+        char *abandon_msg;
         int cancel_fd;          /* eventfd, created on demand; -1 */
         struct mcp_call *next;
+};
+
+/* A message accepted in reading order: the tools/call requests it holds, in
+ * message order, are registered with the session from the start. */
+struct mcp_job {
+        mcp_session *session;
+        json_t *msg;
+        mcp_sink *out;
+        size_t n_calls, next_call; /* next_call: the next one handle() takes */
+        mcp_call *calls[];
 };
 
 enum session_state { SESSION_NEW, SESSION_INITIALIZING, SESSION_READY };
@@ -63,6 +82,8 @@ const reg_tool *mcp_server_find_tool(mcp_server *srv, const char *name);
 json_t *mcp_server_call_tool(mcp_server *srv, const reg_tool *t, mcp_call *call, json_t *args);
 
 /* session.c */
-void mcp_call_mark_cancelled(mcp_call *c);
+/* Move a live call to `how` (CALL_CANCELLED or CALL_ABANDONED) and wake its
+ * cancel fd; false when it had already left CALL_LIVE. */
+bool mcp_call_mark(mcp_call *c, enum call_state how);
 
 #endif

@@ -114,7 +114,7 @@ mcp_session *mcp_session_new(mcp_server *srv, mcp_sink *notify);
 void mcp_session_ref(mcp_session *s);
 /* Dropping the last reference cancels the calls still running. */
 void mcp_session_unref(mcp_session *s);
-/* Cancel every running call of the session (client gone). */
+/* Cancel every running call of the session, silently (client gone). */
 void mcp_session_cancel_all(mcp_session *s);
 void mcp_session_set_notify(mcp_session *s, mcp_sink *notify);
 const char *mcp_session_id(const mcp_session *s);
@@ -147,6 +147,38 @@ const json_t *mcp_message_progress_token(const json_t *msg);
  * Replies and request-related notifications go to `out`.  Runs in the
  * caller's thread and returns once the replies are sent.  `msg` is borrowed. */
 void mcp_session_handle(mcp_session *s, json_t *msg, mcp_sink *out);
+
+/* ---- messages handled later, and calls the server gives up on ---------- */
+
+/* A message taken in reading order, to be handled later, maybe in another
+ * thread.  A transport that runs tools/call off its reader accepts the message
+ * on the reader, before it reads the next one: the calls it holds are then
+ * registered with the session, so a notifications/cancelled read right after
+ * it finds them even before any thread starts them (they then never run and
+ * get no reply), and mcp_session_abandon() reaches them while they wait. */
+typedef struct mcp_job mcp_job;
+
+/* Accept `msg` (borrowed; the job keeps a reference), whose replies go to
+ * `out` (referenced until the job is done). */
+mcp_job *mcp_session_accept(mcp_session *s, json_t *msg, mcp_sink *out);
+/* Handle the job's message as mcp_session_handle() does, then free the job. */
+void mcp_job_run(mcp_job *j);
+/* Answer the job's calls with a JSON-RPC error (code, message) instead of
+ * running them (a call the client already cancelled gets nothing), handle the
+ * rest of the message (a batch's pings, say), and free the job.  For a
+ * transport that cannot take more work. */
+void mcp_job_refuse(mcp_job *j, int code, const char *message);
+
+/* The server gives up on every call of the session: those running and those
+ * accepted and not yet run.  For shutdown, or a transport dropping the
+ * session.  Each stops as if cancelled (mcp_call_cancelled(), its cancel fd),
+ * but its request gets a JSON-RPC error (code, message) on its sink instead
+ * of a result, so the client does not wait for its own timeout.  A call the
+ * client cancelled itself stays silent, as the spec says.  Give code
+ * MCP_INTERNAL_ERROR and a message that starts with what happened ("server
+ * shutting down: ...", "session ended: ...") and says what the client can do.
+ * A call that starts after this returns is not affected. */
+void mcp_session_abandon(mcp_session *s, int code, const char *message);
 
 /* Protocol versions this server speaks, newest first, NULL-terminated. */
 extern const char *const mcp_supported_versions[];

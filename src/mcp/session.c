@@ -78,18 +78,38 @@ bool mcp_session_initialized(mcp_session *s) { return s->state != SESSION_NEW; }
 
 /* ---- calls in flight ---------------------------------------------------- */
 
-void mcp_call_mark_cancelled(mcp_call *c) {
+bool mcp_call_mark(mcp_call *c, enum call_state how) {
+        int live = CALL_LIVE;
         uint64_t one = 1;
-        if (atomic_exchange(&c->cancelled, true))
-                return;
+        if (!atomic_compare_exchange_strong(&c->state, &live, (int)how))
+                return false;
         if (c->cancel_fd >= 0)
                 (void)!write(c->cancel_fd, &one, sizeof one);
+        return true;
 }
 
 void mcp_session_cancel_all(mcp_session *s) {
         (void)pthread_mutex_lock(&s->lock);
         for (mcp_call *c = s->calls; c; c = c->next)
-                mcp_call_mark_cancelled(c);
+                (void)mcp_call_mark(c, CALL_CANCELLED);
+        (void)pthread_mutex_unlock(&s->lock);
+}
+
+/* Called with the session lock held.  The code and message are written
+ * before the state changes, so whoever sees CALL_ABANDONED reads them whole;
+ * a call that already ended early keeps its way of ending. */
+static void abandon_call(mcp_call *c, int code, const char *message) {
+        if (atomic_load(&c->state) != CALL_LIVE || c->abandon_msg)
+                return;
+        c->abandon_code = code;
+        c->abandon_msg = xstrdup(message);
+        (void)mcp_call_mark(c, CALL_ABANDONED);
+}
+
+void mcp_session_abandon(mcp_session *s, int code, const char *message) {
+        (void)pthread_mutex_lock(&s->lock);
+        for (mcp_call *c = s->calls; c; c = c->next)
+                abandon_call(c, code, message);
         (void)pthread_mutex_unlock(&s->lock);
 }
 
@@ -97,7 +117,7 @@ static void cancel_by_id(mcp_session *s, const json_t *id) {
         (void)pthread_mutex_lock(&s->lock);
         for (mcp_call *c = s->calls; c; c = c->next)
                 if (json_equal(c->id, id))
-                        mcp_call_mark_cancelled(c);
+                        (void)mcp_call_mark(c, CALL_CANCELLED);
         (void)pthread_mutex_unlock(&s->lock);
 }
 
@@ -108,7 +128,7 @@ static void call_begin(mcp_call *c, mcp_session *s, const json_t *req, mcp_sink 
         c->progress_token = json_incref((json_t *)mcp_message_progress_token(req));
         c->out = out;
         c->cancel_fd = -1;
-        atomic_init(&c->cancelled, false);
+        atomic_init(&c->state, CALL_LIVE);
         mcp_session_ref(s);
         (void)pthread_mutex_lock(&s->lock);
         c->next = s->calls;
@@ -129,19 +149,20 @@ static void call_end(mcp_call *c) {
                 (void)close(c->cancel_fd);
         json_decref(c->id);
         json_decref(c->progress_token);
+        free(c->abandon_msg);
         mcp_session_unref(s);
 }
 
 mcp_session *mcp_call_session(mcp_call *c) { return c->session; }
 mcp_server *mcp_call_server(mcp_call *c) { return c->session->srv; }
-bool mcp_call_cancelled(mcp_call *c) { return atomic_load(&c->cancelled); }
+bool mcp_call_cancelled(mcp_call *c) { return atomic_load(&c->state) != CALL_LIVE; }
 
 int mcp_call_cancel_fd(mcp_call *c) {
         mcp_session *s = c->session;
         (void)pthread_mutex_lock(&s->lock);
         if (c->cancel_fd < 0) {
                 c->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-                if (c->cancel_fd >= 0 && atomic_load(&c->cancelled)) {
+                if (c->cancel_fd >= 0 && mcp_call_cancelled(c)) {
                         uint64_t one = 1;
                         (void)!write(c->cancel_fd, &one, sizeof one);
                 }
@@ -158,7 +179,7 @@ static void call_notify(mcp_call *c, json_t *msg) {
         json_decref(msg);
         if (!c->out->replies_only) {
                 if (c->out->send(c->out, text, strlen(text)) < 0)
-                        mcp_call_mark_cancelled(c); /* the peer is gone: stop working for it */
+                        (void)mcp_call_mark(c, CALL_CANCELLED); /* the peer is gone: stop working for it */
                 return;
         }
         (void)pthread_mutex_lock(&s->lock);
@@ -253,13 +274,34 @@ static void do_set_level(mcp_session *s, const json_t *params, reply *r) {
         r->result = json_object();
 }
 
-static void do_call(mcp_session *s, const json_t *req, const json_t *params, mcp_sink *out, reply *r) {
+/* Whether the call ended early; if so, r says how it is answered: not at
+ * all when the client cancelled it (the spec says send nothing), with the
+ * server's error when the server abandoned it.  A result is dropped. */
+static bool ended_early(mcp_call *c, reply *r) {
+        int state = atomic_load(&c->state);
+        if (state == CALL_LIVE)
+                return false;
+        json_decref(r->result);
+        r->result = NULL;
+        if (state == CALL_CANCELLED)
+                r->code = MCP_REQUEST_CANCELLED; /* with no msg: marks "no reply" */
+        else
+                fail(r, c->abandon_code, xstrdup(c->abandon_msg));
+        return true;
+}
+
+/* `pre` is the call registered when the message was accepted, or NULL. */
+static void do_call(mcp_session *s, const json_t *req, const json_t *params, mcp_sink *out, mcp_call *pre,
+                    reply *r) {
         const json_t *name = json_object_get(params, "name");
         json_t *args = json_object_get(params, "arguments");
         cleanup_json json_t *empty = NULL;
         const reg_tool *t;
-        mcp_call call;
+        mcp_call local;
 
+        /* Cancelled or abandoned while it waited: the tool never runs. */
+        if (pre && ended_early(pre, r))
+                return;
         if (!json_is_object(params) || !json_is_string(name))
                 return fail(r, MCP_INVALID_PARAMS, xstrdup("tools/call: params.name (string) is required"));
         t = mcp_server_find_tool(s->srv, json_string_value(name));
@@ -275,15 +317,12 @@ static void do_call(mcp_session *s, const json_t *req, const json_t *params, mcp
                             xasprintf("tools/call: params.arguments must be an object, got %s",
                                       cm_json_type_name(args)));
 
-        call_begin(&call, s, req, out);
-        r->result = mcp_server_call_tool(s->srv, t, &call, args);
-        if (mcp_call_cancelled(&call)) {
-                /* The client gave up on this id: the spec says send nothing. */
-                json_decref(r->result);
-                r->result = NULL;
-                r->code = MCP_REQUEST_CANCELLED; /* marks "no reply" */
-        }
-        call_end(&call);
+        if (!pre)
+                call_begin(&local, s, req, out);
+        r->result = mcp_server_call_tool(s->srv, t, pre ? pre : &local, args);
+        (void)ended_early(pre ? pre : &local, r);
+        if (!pre)
+                call_end(&local);
 }
 
 static bool needs_init(const char *method) {
@@ -291,7 +330,7 @@ static bool needs_init(const char *method) {
 }
 
 static void dispatch(mcp_session *s, const json_t *req, const char *method, const json_t *params, mcp_sink *out,
-                     reply *r) {
+                     mcp_call *pre, reply *r) {
         if (needs_init(method) && s->state == SESSION_NEW)
                 return fail(r, MCP_INVALID_REQUEST,
                             xasprintf("%s: the session is not initialized; send initialize first", method));
@@ -306,7 +345,7 @@ static void dispatch(mcp_session *s, const json_t *req, const char *method, cons
                 return;
         }
         if (strcmp(method, "tools/call") == 0)
-                return do_call(s, req, params, out, r);
+                return do_call(s, req, params, out, pre, r);
         if (strcmp(method, "logging/setLevel") == 0)
                 return do_set_level(s, params, r);
         fail(r, MCP_METHOD_NOT_FOUND,
@@ -332,8 +371,9 @@ static void handle_notification(mcp_session *s, const char *method, const json_t
 static bool valid_id(const json_t *id) { return json_is_string(id) || json_is_number(id); }
 
 /* One message that is not a batch.  Replies are appended to `replies` when it
- * is non-NULL (inside a batch), else sent to `out`. */
-static void handle_one(mcp_session *s, const json_t *m, mcp_sink *out, json_t *replies) {
+ * is non-NULL (inside a batch), else sent to `out`.  `pre`: its call, when it
+ * was registered as the message was accepted. */
+static void handle_one(mcp_session *s, const json_t *m, mcp_sink *out, json_t *replies, mcp_call *pre) {
         const json_t *id = json_object_get(m, "id");
         const json_t *method = json_object_get(m, "method");
         const json_t *params = json_object_get(m, "params");
@@ -362,7 +402,7 @@ static void handle_one(mcp_session *s, const json_t *m, mcp_sink *out, json_t *r
                      xasprintf("%s: strings may not contain \\u0000 (NUL); send binary data base64-encoded",
                                json_string_value(method)));
         else
-                dispatch(s, m, json_string_value(method), params, out, &r);
+                dispatch(s, m, json_string_value(method), params, out, pre, &r);
 
         if (!valid_id(id))
                 id = NULL;
@@ -386,13 +426,26 @@ static bool batches_allowed(mcp_session *s) {
         return v && strcmp(v, "2025-03-26") <= 0;
 }
 
-void mcp_session_handle(mcp_session *s, json_t *msg, mcp_sink *out) {
+/* A request that accept() registers: a tools/call with an id a cancel can name. */
+static bool is_call_request(const json_t *m) {
+        const char *method = cm_json_str(m, "method");
+        return json_is_object(m) && method && strcmp(method, "tools/call") == 0 && valid_id(json_object_get(m, "id"));
+}
+
+/* The job's registered call for `m`, taken in message order. */
+static mcp_call *job_call(mcp_job *j, const json_t *m) {
+        if (!j || !is_call_request(m) || j->next_call >= j->n_calls)
+                return NULL;
+        return j->calls[j->next_call++];
+}
+
+static void handle(mcp_session *s, json_t *msg, mcp_sink *out, mcp_job *j) {
         size_t i;
         json_t *m;
         cleanup_json json_t *replies = NULL;
 
         if (!json_is_array(msg))
-                return handle_one(s, msg, out, NULL);
+                return handle_one(s, msg, out, NULL, job_call(j, msg));
         if (!batches_allowed(s))
                 return mcp_send_error(out, NULL, MCP_INVALID_REQUEST,
                                       "JSON-RPC batches are not supported in this protocol version (only up to "
@@ -401,6 +454,7 @@ void mcp_session_handle(mcp_session *s, json_t *msg, mcp_sink *out) {
                 return mcp_send_error(out, NULL, MCP_INVALID_REQUEST, "invalid request: empty batch");
         replies = json_array();
         json_array_foreach(msg, i, m) {
+                mcp_call *pre = job_call(j, m);
                 if (mcp_message_is_initialize(m))
                         json_array_append_new(replies,
                                               json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
@@ -408,8 +462,68 @@ void mcp_session_handle(mcp_session *s, json_t *msg, mcp_sink *out) {
                                                         MCP_INVALID_REQUEST, "message",
                                                         "initialize must not be part of a batch"));
                 else
-                        handle_one(s, m, out, replies);
+                        handle_one(s, m, out, replies, pre);
         }
         if (json_array_size(replies) > 0)
                 mcp_send(out, json_incref(replies));
+}
+
+void mcp_session_handle(mcp_session *s, json_t *msg, mcp_sink *out) { handle(s, msg, out, NULL); }
+
+/* ---- jobs: messages accepted in reading order --------------------------- */
+
+static size_t count_calls(const json_t *msg) {
+        size_t i, n = 0;
+        json_t *m;
+        if (!json_is_array(msg))
+                return is_call_request(msg);
+        json_array_foreach(msg, i, m) n += is_call_request(m);
+        return n;
+}
+
+mcp_job *mcp_session_accept(mcp_session *s, json_t *msg, mcp_sink *out) {
+        size_t n = count_calls(msg), k = 0, i;
+        mcp_job *j = xcalloc(1, sizeof *j + n * sizeof j->calls[0]);
+        json_t *m;
+
+        j->session = s;
+        mcp_session_ref(s);
+        j->msg = json_incref(msg);
+        j->out = out;
+        mcp_sink_ref(out);
+        j->n_calls = n;
+        for (i = 0; i < n; i++)
+                j->calls[i] = xmalloc(sizeof *j->calls[i]);
+        if (!json_is_array(msg)) {
+                if (n)
+                        call_begin(j->calls[0], s, msg, out);
+                return j;
+        }
+        json_array_foreach(msg, i, m) if (is_call_request(m)) call_begin(j->calls[k++], s, m, out);
+        return j;
+}
+
+static void job_free(mcp_job *j) {
+        for (size_t i = 0; i < j->n_calls; i++) {
+                call_end(j->calls[i]);
+                free(j->calls[i]);
+        }
+        json_decref(j->msg);
+        mcp_sink_unref(j->out);
+        mcp_session_unref(j->session);
+        free(j);
+}
+
+void mcp_job_run(mcp_job *j) {
+        handle(j->session, j->msg, j->out, j);
+        job_free(j);
+}
+
+void mcp_job_refuse(mcp_job *j, int code, const char *message) {
+        mcp_session *s = j->session;
+        (void)pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < j->n_calls; i++)
+                abandon_call(j->calls[i], code, message);
+        (void)pthread_mutex_unlock(&s->lock);
+        mcp_job_run(j);
 }

@@ -422,3 +422,115 @@ describe('stdio: message size cap', () => {
     });
   });
 });
+
+// Issue 8, points 5 and 4: stdio never loses a cancel, never stops reading,
+// and answers every call it abandons itself.
+describe('stdio: cancels, a full pool and shutdown', () => {
+  // The stdio transport runs at most this many tool calls at once; more wait
+  // in its queue (src/transport/stdio.c, MAX_RUNNING).
+  const RUNNING = 64;
+  const LONG = 600000; // sleep's maximum: these calls end only when stopped
+
+  const sleepCall = (id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'sleep', arguments: { ms: LONG, steps: 1 }, _meta: { progressToken: id } } });
+  const cancel = (id) => ({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'test' } });
+  const lines = (msgs) => msgs.map((m) => JSON.stringify(m)).join('\n');
+  // The first progress of a sleep is sent as it starts: proof it has a worker.
+  const startedOf = (s, id) => s.messages.some((m) => m.method === 'notifications/progress' && m.params.progressToken === id);
+  async function waitStarted(s, ids, ms = 20000) {
+    try {
+      await s.next(() => ids.every((id) => startedOf(s, id)), ms, `the first progress of all ${ids.length} calls`);
+    } catch (e) {
+      throw new Error(`${ids.filter((id) => startedOf(s, id)).length} of ${ids.length} calls started: ${e.message}`);
+    }
+  }
+  const responsesTo = (s, id) => s.messages.filter((m) => m.id === id && ('result' in m || 'error' in m));
+
+  function assertShutdownError(s, id) {
+    const r = responsesTo(s, id);
+    assert.equal(r.length, 1, `exactly one response for ${id}: ${JSON.stringify(r)}`);
+    assert.equal(r[0].error?.code, -32603, JSON.stringify(r[0]));
+    assert.match(r[0].error.message, /shutting down/);
+  }
+
+  test('a call and its cancel in one write, 50 times: no response, and every worker is free again', { timeout: 60000 }, async () => {
+    const s = new RawStdio();
+    try {
+      await s.initialize();
+      const cancelled = [];
+      for (let i = 0; i < 50; i++) {
+        const id = `c${i}`;
+        cancelled.push(id);
+        await s.write(lines([sleepCall(id), cancel(id)]));
+        assert.deepEqual((await s.request('ping', undefined, { id: `after-${id}` })).result, {});
+      }
+      // A lost cancel keeps its worker asleep for 10 minutes: then fewer than
+      // RUNNING new calls could start.
+      const fresh = Array.from({ length: RUNNING }, (_, i) => `w${i}`);
+      await s.write(lines(fresh.map(sleepCall)));
+      await waitStarted(s, fresh);
+      await s.srv.stop('SIGTERM', 10000);
+      for (const id of cancelled) assert.deepEqual(responsesTo(s, id), [], `no response for the cancelled ${id}`);
+      for (const id of fresh) assertShutdownError(s, id);
+    } finally {
+      s.kill();
+    }
+  });
+
+  test(`${RUNNING + 6} long calls in flight: ping is answered at once, a cancel frees a worker for a waiting call`, { timeout: 60000 }, async () => {
+    const s = new RawStdio();
+    try {
+      await s.initialize();
+      const ids = Array.from({ length: RUNNING + 6 }, (_, i) => `q${i}`);
+      await s.write(lines(ids.map(sleepCall)));
+      const running = () => ids.filter((id) => startedOf(s, id));
+      await s.next(() => running().length >= RUNNING, 20000, `${RUNNING} calls to start`);
+      const t0 = Date.now();
+      assert.deepEqual((await s.request('ping', undefined, { id: 'busy-ping', ms: 5000 })).result, {});
+      const took = Date.now() - t0;
+      assert.ok(took < 1000, `ping took ${took} ms with every worker busy`);
+      const waiting = ids.filter((id) => !startedOf(s, id));
+      assert.ok(waiting.length > 0, 'some calls wait for a worker');
+      const victim = running()[0];
+      await s.notify('notifications/cancelled', { requestId: victim, reason: 'test' });
+      // The cancelled call's worker takes the next waiting call.
+      await s.next(() => waiting.some((id) => startedOf(s, id)), 10000, 'a waiting call to start after the cancel');
+      assert.deepEqual((await s.request('ping', undefined, { id: 'after-cancel' })).result, {});
+      await s.srv.stop('SIGTERM', 10000);
+      assert.deepEqual(responsesTo(s, victim), [], 'no response for the cancelled call');
+      for (const id of ids) if (id !== victim) assertShutdownError(s, id);
+    } finally {
+      s.kill();
+    }
+  });
+
+  test('SIGTERM with calls in flight: each gets an error naming the shutdown; a call the client cancelled stays silent', T, async () => {
+    const s = new RawStdio();
+    try {
+      await s.initialize();
+      await s.write(lines(['a', 'b', 'x'].map(sleepCall)));
+      await waitStarted(s, ['a', 'b', 'x']);
+      await s.notify('notifications/cancelled', { requestId: 'x', reason: 'test' });
+      assert.deepEqual((await s.request('ping')).result, {});
+      await s.srv.stop('SIGTERM', 10000);
+      assertShutdownError(s, 'a');
+      assertShutdownError(s, 'b');
+      assert.deepEqual(responsesTo(s, 'x'), [], 'no response for the cancelled call');
+    } finally {
+      s.kill();
+    }
+  });
+
+  test('stdin closed while a long call runs: after the grace period it gets an error naming the shutdown', T, async () => {
+    const s = new RawStdio();
+    try {
+      await s.initialize();
+      await s.send(sleepCall('long'));
+      await waitStarted(s, ['long']);
+      await s.close(10000);
+      assertShutdownError(s, 'long');
+      assert.match(responsesTo(s, 'long')[0].error.message, /stdin/);
+    } finally {
+      s.kill();
+    }
+  });
+});

@@ -157,6 +157,30 @@ describe('stdio with the SDK client', () => {
     }
   });
 
+  test('SIGTERM during a call: the call rejects with the server\'s "shutting down" error, not a lost connection', T, async () => {
+    const s = await stdioClient();
+    try {
+      const started = deferred();
+      const call = s.client.callTool({ name: 'sleep', arguments: { ms: 600000, steps: 1 } }, undefined, {
+        onprogress: () => started.resolve(),
+        timeout: 120000,
+      });
+      call.catch(() => {});
+      await withTimeout(started.promise, 5000, 'first progress of sleep');
+      const exited = new Promise((resolve) => s.proc.once('exit', (code, signal) => resolve({ code, signal })));
+      s.proc.kill('SIGTERM');
+      await assert.rejects(withTimeout(call, 5000, 'the call to reject'), (e) => {
+        assert.equal(e.code, -32603, `${e.code}: ${e.message}`);
+        assert.match(e.message, /server shutting down/);
+        return true;
+      });
+      const r = await withTimeout(exited, 5000, 'server exit after SIGTERM');
+      assert.equal(r.code, 0, JSON.stringify(r));
+    } finally {
+      s.kill();
+    }
+  });
+
   test('logging/setLevel then notifications/message at or above the level', T, async () => {
     const s = await stdioClient();
     try {

@@ -65,10 +65,11 @@ static int bad_output_tool(mcp_call *call, json_t *args, json_t **ret, char **re
         return 0;
 }
 
-static atomic_int block_started;
+static atomic_int block_started, block_runs;
 
 static int block_tool(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         struct pollfd p = {mcp_call_cancel_fd(call), POLLIN, 0};
+        atomic_fetch_add(&block_runs, 1);
         atomic_store(&block_started, 1);
         assert_int_equal(poll(&p, 1, 10000), 1); /* woken by the cancellation, not the timeout */
         assert_true(mcp_call_cancelled(call));
@@ -369,6 +370,119 @@ static void test_cancel(void **state) {
         assert_non_null(json_object_get(send_msg(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"), "result"));
 }
 
+#define BLOCK_CALL(id) "{\"jsonrpc\":\"2.0\",\"id\":\"" id "\",\"method\":\"tools/call\",\"params\":{\"name\":\"block\"}}"
+
+static mcp_job *accept_text(fixture *f, const char *text) {
+        cleanup_json json_t *m = json_loads(text, 0, NULL);
+        assert_non_null(m);
+        return mcp_session_accept(f->s, m, &f->out.base);
+}
+
+/* The replies (not notifications) collected so far with this id. */
+static size_t replies_to(fixture *f, const char *id) {
+        size_t n = 0;
+        for (size_t i = 0; i < json_array_size(f->out.msgs); i++) {
+                const json_t *m = json_array_get(f->out.msgs, i);
+                n += json_is_string(json_object_get(m, "id")) && strcmp(cm_json_str(m, "id"), id) == 0;
+        }
+        return n;
+}
+
+/* A cancel read after the call but before any thread runs it still finds it:
+ * the call never runs and gets no reply.  A second call with an id of its
+ * own is untouched by it. */
+static void test_cancel_before_run(void **state) {
+        fixture *f = *state;
+        init(f);
+        atomic_store(&block_runs, 0);
+        mcp_job *j = accept_text(f, BLOCK_CALL("early"));
+        mcp_job *k = accept_text(f, "{\"jsonrpc\":\"2.0\",\"id\":\"other\",\"method\":\"tools/call\",\"params\":"
+                                    "{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":2}}}");
+        send_msg(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"early\"}}");
+        mcp_job_run(j);
+        mcp_job_run(k);
+        assert_int_equal(atomic_load(&block_runs), 0);
+        assert_int_equal(replies_to(f, "early"), 0);
+        assert_int_equal(replies_to(f, "other"), 1);
+        const json_t *last = json_array_get(f->out.msgs, json_array_size(f->out.msgs) - 1);
+        assert_int_equal(
+                json_integer_value(json_object_get(json_object_get(json_object_get(last, "result"), "structuredContent"), "sum")),
+                3);
+}
+
+static void *run_job(void *arg) {
+        mcp_job_run(arg);
+        return NULL;
+}
+
+/* The server gives up: a running call and a waiting one each get the error,
+ * the tool of the waiting one never runs, and a call the client cancelled
+ * first stays silent. */
+static void test_abandon(void **state) {
+        fixture *f = *state;
+        pthread_t t;
+        init(f);
+        atomic_store(&block_started, 0);
+        atomic_store(&block_runs, 0);
+        mcp_job *running = accept_text(f, BLOCK_CALL("running"));
+        mcp_job *waiting = accept_text(f, BLOCK_CALL("waiting"));
+        mcp_job *cancelled = accept_text(f, BLOCK_CALL("cancelled"));
+        assert_int_equal(pthread_create(&t, NULL, run_job, running), 0);
+        while (!atomic_load(&block_started))
+                sched_yield();
+        send_msg(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"
+                    "\"cancelled\"}}");
+        mcp_session_abandon(f->s, MCP_INTERNAL_ERROR, "server shutting down: a test");
+        assert_int_equal(pthread_join(t, NULL), 0);
+        mcp_job_run(waiting);
+        mcp_job_run(cancelled);
+        assert_int_equal(atomic_load(&block_runs), 1);
+        assert_int_equal(replies_to(f, "cancelled"), 0);
+        assert_int_equal(json_array_size(f->out.msgs), 2);
+        for (size_t i = 0; i < 2; i++) {
+                const json_t *r = json_array_get(f->out.msgs, i);
+                assert_string_equal(cm_json_str(r, "id"), i ? "waiting" : "running");
+                assert_int_equal(err_code(r), MCP_INTERNAL_ERROR);
+                assert_string_equal(err_msg(r), "server shutting down: a test");
+        }
+        /* A call that starts afterwards is not affected. */
+        assert_non_null(json_object_get(send_msg(f, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":"
+                                                    "{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":2}}}"),
+                                        "result"));
+}
+
+/* A transport that cannot take a call refuses it: the error, and no run. */
+static void test_refuse(void **state) {
+        fixture *f = *state;
+        init(f);
+        atomic_store(&block_runs, 0);
+        mcp_job_refuse(accept_text(f, BLOCK_CALL("late")), MCP_INTERNAL_ERROR, "too busy");
+        assert_int_equal(atomic_load(&block_runs), 0);
+        assert_int_equal(json_array_size(f->out.msgs), 1);
+        assert_int_equal(err_code(json_array_get(f->out.msgs, 0)), MCP_INTERNAL_ERROR);
+        assert_string_equal(err_msg(json_array_get(f->out.msgs, 0)), "too busy");
+}
+
+/* In a batch, each call is registered: cancelling one leaves the others. */
+static void test_batch_job(void **state) {
+        fixture *f = *state;
+        const json_t *r;
+        init_version(f, "2025-03-26");
+        collect_clear(&f->out);
+        atomic_store(&block_runs, 0);
+        mcp_job *j = accept_text(f, "[" BLOCK_CALL("b1") ",{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"},"
+                                    "{\"jsonrpc\":\"2.0\",\"id\":\"b2\",\"method\":\"tools/call\",\"params\":"
+                                    "{\"name\":\"add\",\"arguments\":{\"a\":2,\"b\":2}}}]");
+        send_msg(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"b1\"}}");
+        mcp_job_run(j);
+        assert_int_equal(atomic_load(&block_runs), 0);
+        r = json_array_get(f->out.msgs, json_array_size(f->out.msgs) - 1); /* after add's log message */
+        assert_true(json_is_array(r));
+        assert_int_equal(json_array_size(r), 2);
+        assert_string_equal(cm_json_str(json_array_get(r, 0), "id"), "p");
+        assert_string_equal(cm_json_str(json_array_get(r, 1), "id"), "b2");
+}
+
 static void test_batches(void **state) {
         fixture *f = *state;
         json_t *r;
@@ -423,6 +537,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_progress_and_log_level, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cancel_before_run, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_abandon, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_refuse, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_batch_job, setup, teardown),
                 cmocka_unit_test(test_slow_classification),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
