@@ -114,8 +114,9 @@ void http_cors_headers(struct MHD_Connection *c, struct MHD_Response *resp) {
                 return;
         (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
         origin = http_header(c, MHD_HTTP_HEADER_ORIGIN);
-        if (!origin || !cm_http_origin_listed(l->policy.origins, origin))
-                return;
+        if (!origin || !cm_http_origin_listed(l->policy.origins, origin) ||
+            (l->check_host && !cm_http_host_ok(&l->policy, http_header(c, MHD_HTTP_HEADER_HOST))))
+                return; /* a wrong Host is refused for every origin, and says so to none */
         (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, origin);
         (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_EXPOSE_HEADERS,
                                       "Mcp-Session-Id, MCP-Protocol-Version");
