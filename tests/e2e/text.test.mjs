@@ -17,8 +17,12 @@ const open = () => stdioClient({ args: ['serve'], env: { CONTAINER_MCP_STATE_DIR
 const SCRIPT = "printf 'one\\0two\\0three\\n'; printf 'back\\\\slash\\n'; printf 'warn\\0ing\\n' >&2; exit 3";
 
 let reason = null;
+let netReason = null;
 before(async () => {
-  reason = (await nativeBackend(open)).reason;
+  const { reason: r, details } = await nativeBackend(open);
+  reason = r;
+  if (!r && (details.network_stack === 'none' || !details.network_stack))
+    netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
 });
 after(() => fs.rmSync(state, { recursive: true, force: true }));
 
@@ -73,6 +77,26 @@ describe('the text content of a run', () => {
         return ok(r).logs === 'log\0line\n' ? r : null;
       }, 20000, 'the container\'s first line in its log');
       assert.equal(logs.content[0].text, 'log\\0line\n[NUL bytes shown as \\0, backslashes as \\\\]');
+      ok(await call(s, 'remove_container', { container: c.id, force: true }));
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+
+  test('a detached run: the text names the container and its published ports', T, async (t) => {
+    if (reason || netReason) return t.skip(reason || netReason);
+    const s = await open();
+    try {
+      const r = await call(s, 'run_container', {
+        image: 'host', name: 'texted', network: true, ports: [{ containerPort: 8000 }], command: ['sleep', '300'],
+      });
+      const c = ok(r);
+      const port = c.ports?.[0]?.hostPort;
+      assert.ok(port > 0, JSON.stringify(c));
+      const text = r.content[0].text;
+      assert.ok(text.includes(c.id), text);
+      assert.match(text, /named "texted"/);
+      assert.ok(text.includes(`127.0.0.1:${port}->8000/tcp`), text);
       ok(await call(s, 'remove_container', { container: c.id, force: true }));
     } finally {
       await s.close().finally(() => s.kill());
