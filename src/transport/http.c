@@ -12,8 +12,10 @@
  * produced by a worker into an event queue; the pool thread writes it out
  * and suspends the connection while it is empty (http_sse.c).
  *
- * Every request passes the Host, Origin and bearer-token checks before
- * anything else; see http_check.c for the checks themselves. */
+ * Every request passes the Host and Origin checks before anything else, and
+ * the bearer-token check before anything but a CORS preflight and a 404 for
+ * /.well-known/, neither of which says anything (see begin); http_check.c
+ * holds the checks themselves. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
