@@ -291,11 +291,12 @@ static char *detached_text(const char *id, const char *name, const char *image, 
         if (name)
                 fprintf(f, " named \"%s\"", name);
         fprintf(f, " (image %s)", image);
-        json_array_foreach(ports, i, pt) fprintf(f, "%s%s:%lld->%lld/%s", i ? ", " : "; ports: ",
-                                                 cm_json_str(pt, "hostIp"),
-                                                 (long long)json_integer_value(json_object_get(pt, "hostPort")),
-                                                 (long long)json_integer_value(json_object_get(pt, "containerPort")),
-                                                 cm_json_str(pt, "protocol"));
+        for (i = 0; i < json_array_size(ports); i++) {
+                pt = json_array_get(ports, i);
+                fprintf(f, "%s%s:%lld->%lld/%s", i ? ", " : "; ports: ", cm_json_str(pt, "hostIp"),
+                        (long long)json_integer_value(json_object_get(pt, "hostPort")),
+                        (long long)json_integer_value(json_object_get(pt, "containerPort")), cm_json_str(pt, "protocol"));
+        }
         fprintf(f, "; use exec_in_container with container \"%s\"", id);
         (void)fclose(f);
         return text;

@@ -336,10 +336,9 @@ static int start_daemon(http_listener *l, int fd, bool tcp, const char *what, cm
         unsigned per_ip = !tcp ? 0 : o->max_conns_per_ip ? o->max_conns_per_ip : DEFAULT_MAX_CONNS_PER_IP;
         l->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, fd,
                                      MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-                                     NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, l,
-                                     MHD_OPTION_THREAD_POOL_SIZE, pool_size(), MHD_OPTION_CONNECTION_TIMEOUT,
-                                     timeout, MHD_OPTION_CONNECTION_LIMIT, max, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                                     per_ip, MHD_OPTION_END);
+                                     NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_THREAD_POOL_SIZE,
+                                     pool_size(), MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_CONNECTION_LIMIT,
+                                     max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_END);
         if (!l->daemon) {
                 (void)close(fd);
                 return cm_err_set(err, EIO,

@@ -142,8 +142,8 @@ static void test_cors_origins(void **state) {
         assert_true(cm_http_origin_listed(list, "https://inspector.example"));
         assert_true(cm_http_origin_listed(list, "https://inspector.example:443"));
         assert_true(cm_http_origin_listed(list, "http://[::1]:8080"));
-        assert_false(cm_http_origin_listed(list, "http://localhost:6275"));   /* another port */
-        assert_false(cm_http_origin_listed(list, "https://localhost:6274"));  /* another scheme */
+        assert_false(cm_http_origin_listed(list, "http://localhost:6275"));    /* another port */
+        assert_false(cm_http_origin_listed(list, "https://localhost:6274"));   /* another scheme */
         assert_false(cm_http_origin_listed(list, "http://inspector.example")); /* another scheme and port */
         assert_false(cm_http_origin_listed(list, "https://inspector.example.evil"));
         assert_false(cm_http_origin_listed(list, "https://inspector.example@evil.test"));
@@ -261,12 +261,12 @@ static void test_msg_kind(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_accept),     cmocka_unit_test(test_content_type),
-                cmocka_unit_test(test_host_name),  cmocka_unit_test(test_host_policy),
-                cmocka_unit_test(test_origin),     cmocka_unit_test(test_cors_origins),
-                cmocka_unit_test(test_bearer),
-                cmocka_unit_test(test_session_id), cmocka_unit_test(test_length),
-                cmocka_unit_test(test_listen),     cmocka_unit_test(test_msg_kind),
+                cmocka_unit_test(test_accept),    cmocka_unit_test(test_content_type),
+                cmocka_unit_test(test_host_name), cmocka_unit_test(test_host_policy),
+                cmocka_unit_test(test_origin),    cmocka_unit_test(test_cors_origins),
+                cmocka_unit_test(test_bearer),    cmocka_unit_test(test_session_id),
+                cmocka_unit_test(test_length),    cmocka_unit_test(test_listen),
+                cmocka_unit_test(test_msg_kind),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
