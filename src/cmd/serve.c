@@ -30,6 +30,9 @@ static void serve_help(void) {
                "                          use this server; refused on other addresses\n"
                "  --allow-host NAME       accept this Host/Origin name too (repeatable;\n"
                "                          env CONTAINER_MCP_ALLOWED_HOSTS)\n"
+               "  --allow-origin ORIGIN   let web pages of ORIGIN (scheme://host[:port]) call this server\n"
+               "                          from a browser (CORS; they still need the token; repeatable;\n"
+               "                          env CONTAINER_MCP_ALLOWED_ORIGINS)\n"
                "  --toolsets LIST         tool families, comma-separated: containers, images, sandbox,\n"
                "                          files, codex, web, diagnostics, or all (env CONTAINER_MCP_TOOLSETS)\n"
                "  --backend NAME          native or docker (env CONTAINER_MCP_BACKEND; default: the first\n"
@@ -50,6 +53,8 @@ typedef struct serve_opts {
         const char *http, *socket, *env_file, *toolsets, *backend, *log_level;
         const char *hosts[32];
         size_t n_hosts;
+        const char *origins[32];
+        size_t n_origins;
         unsigned long page_size, max_message;
         bool no_auth;
 } serve_opts;
@@ -66,7 +71,8 @@ static int parse_number(const char *opt, const char *v, unsigned long min, unsig
 }
 
 static int parse_args(int argc, char **argv, serve_opts *o) {
-        enum { O_HTTP = 256, O_SOCKET, O_HOST, O_TOOLSETS, O_BACKEND, O_PAGE, O_MAXMSG, O_ENVFILE, O_LOGLEVEL, O_NOAUTH };
+        enum { O_HTTP = 256, O_SOCKET, O_HOST, O_TOOLSETS, O_BACKEND, O_PAGE, O_MAXMSG, O_ENVFILE, O_LOGLEVEL, O_NOAUTH,
+               O_ORIGIN };
         static const struct option opts[] = {
                 {"http", required_argument, NULL, O_HTTP},
                 {"socket", required_argument, NULL, O_SOCKET},
@@ -78,6 +84,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                 {"env-file", required_argument, NULL, O_ENVFILE},
                 {"log-level", required_argument, NULL, O_LOGLEVEL},
                 {"no-auth", no_argument, NULL, O_NOAUTH},
+                {"allow-origin", required_argument, NULL, O_ORIGIN},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
@@ -107,6 +114,11 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                 case O_ENVFILE: o->env_file = optarg; break;
                 case O_LOGLEVEL: o->log_level = optarg; break;
                 case O_NOAUTH: o->no_auth = true; break;
+                case O_ORIGIN:
+                        if (o->n_origins >= 31)
+                                return (void)cmd_usage_error("serve", "--allow-origin: at most 31 origins"), -1;
+                        o->origins[o->n_origins++] = optarg;
+                        break;
                 case ':': return (void)cmd_usage_error("serve", "option %s needs a value", argv[optind - 1]), -1;
                 default: return (void)cmd_usage_error("serve", "unknown option %s", argv[optind - 1]), -1;
                 }
@@ -136,6 +148,8 @@ static int apply_flags(cm_config *cfg, const serve_opts *o, cm_err *err) {
         }
         for (size_t i = 0; i < o->n_hosts; i++)
                 cm_config_add_host(cfg, o->hosts[i]);
+        for (size_t i = 0; i < o->n_origins; i++)
+                cm_config_add_origin(cfg, o->origins[i]);
         if (o->page_size)
                 cfg->page_size = (unsigned)o->page_size;
         if (o->max_message)
@@ -173,6 +187,7 @@ static int run_transport(mcp_server *srv, const cm_config *cfg, const serve_opts
         http.conn_timeout_sec = cfg->http_timeout_sec;
         http.max_conns = cfg->http_max_connections;
         http.max_conns_per_ip = cfg->http_client_connections;
+        http.allowed_origins = (const char *const *)cfg->allowed_origins;
         return cm_http_serve(srv, &http, err);
 }
 

@@ -65,7 +65,10 @@ enum mcp_tool_hint {
 
 /* A handler fills *ret_structured with an object that matches the tool's
  * outputSchema and, optionally, *ret_text with the text shown in `content`
- * (the JSON of ret_structured when left NULL).  On failure it returns < 0 and
+ * (the JSON of ret_structured when left NULL).  That text is a C string read
+ * up to its first NUL, and most clients show a model nothing else: it must
+ * carry the whole result (exit code and stderr too), with any NUL byte of
+ * the data escaped.  On failure it returns < 0 and
  * fills err with a message that tells the agent how to fix the call; the
  * result then has isError: true.  `args` is already checked against the input
  * schema and is borrowed. */

@@ -376,7 +376,8 @@ static bool valid_id(const json_t *id) { return json_is_string(id) || json_is_nu
 static void handle_one(mcp_session *s, const json_t *m, mcp_sink *out, json_t *replies, mcp_call *pre) {
         const json_t *id = json_object_get(m, "id");
         const json_t *method = json_object_get(m, "method");
-        const json_t *params = json_object_get(m, "params");
+        /* "params": null is taken as no params, as lenient servers do. */
+        const json_t *params = json_is_null(json_object_get(m, "params")) ? NULL : json_object_get(m, "params");
         const char *jv = cm_json_str(m, "jsonrpc");
         reply r = {NULL, 0, NULL};
         json_t *msg;

@@ -196,6 +196,7 @@ bool cm_toolset_enabled(const cm_config *cfg, const char *family) {
 }
 
 void cm_config_add_host(cm_config *cfg, const char *host) { strv_push(&cfg->allowed_hosts, host); }
+void cm_config_add_origin(cm_config *cfg, const char *origin) { strv_push(&cfg->allowed_origins, origin); }
 
 static char *default_state_dir(void) {
         const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
@@ -450,6 +451,18 @@ static int load_sharing(cm_config *cfg, cm_err *err) {
         return 0;
 }
 
+/* Checked where they are used (the HTTP transport), which knows the form. */
+static void load_origins(cm_config *cfg) {
+        const char *v = getenv("CONTAINER_MCP_ALLOWED_ORIGINS");
+        cfg->allowed_origins = strv_new();
+        if (v && *v) {
+                cleanup_free char *copy = xstrdup(v);
+                char *save = NULL;
+                for (char *o = strtok_r(copy, ", ", &save); o; o = strtok_r(NULL, ", ", &save))
+                        cm_config_add_origin(cfg, o);
+        }
+}
+
 int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         memset(cfg, 0, sizeof *cfg);
         cfg->page_size = 100;
@@ -479,6 +492,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0 || load_sharing(cfg, err) < 0 ||
             load_ceilings(cfg, err) < 0)
                 return -EINVAL;
+        load_origins(cfg);
         return 0;
 }
 
@@ -494,5 +508,6 @@ void cm_config_free(cm_config *cfg) {
         free(cfg->state_dir);
         free(cfg->agent_name);
         free(cfg->backend);
+        cm_strv_free(cfg->allowed_origins);
         memset(cfg, 0, sizeof *cfg);
 }

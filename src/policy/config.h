@@ -43,6 +43,7 @@ typedef struct cm_config {
         unsigned http_timeout_sec;        /* idle or stalled HTTP connections closed after this */
         unsigned http_max_connections;    /* HTTP connections at once, per listener */
         unsigned http_client_connections; /* HTTP connections at once from one address */
+        char **allowed_origins;    /* CONTAINER_MCP_ALLOWED_ORIGINS: CORS origins, NULL-terminated */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */
@@ -58,6 +59,7 @@ void cm_config_free(cm_config *cfg);
 /* Setters used by command-line flags (highest precedence). */
 int cm_config_set_toolsets(cm_config *cfg, const char *list, cm_err *err);
 void cm_config_add_host(cm_config *cfg, const char *host);
+void cm_config_add_origin(cm_config *cfg, const char *origin);
 
 bool cm_toolset_enabled(const cm_config *cfg, const char *family);
 

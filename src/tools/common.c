@@ -165,26 +165,68 @@ json_t *cm_exec_result_json(const cm_exec_result *r) {
                          (json_int_t)r->duration_ms, "truncated", r->truncated, "timedOut", r->timed_out);
 }
 
+/* The text of `content` is a C string (mcp.h: the server reads it up to its
+ * first NUL), and a model reads that text, not structuredContent: output
+ * that holds a NUL byte is written with each NUL as \0 and, so that stays
+ * unambiguous, each backslash as \\; other output goes as it is. */
+#define NUL_NOTE "NUL bytes shown as \\0, backslashes as \\\\"
+
+static void put_bytes(FILE *f, const char *p, size_t n, bool escape) {
+        if (!escape) {
+                (void)fwrite(p, 1, n, f);
+                return;
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (p[i] == 0)
+                        fputs("\\0", f);
+                else if (p[i] == '\\')
+                        fputs("\\\\", f);
+                else
+                        fputc(p[i], f);
+        }
+}
+
+static bool has_nul(const char *p, size_t n) { return n && memchr(p, 0, n); }
+
+char *cm_text_of_bytes(const char *p, size_t n) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f;
+        if (!has_nul(p, n))
+                return xstrndup(p ? p : "", n);
+        f = open_memstream(&text, &len);
+        if (!f)
+                abort(); /* out of memory, as x* allocators do */
+        put_bytes(f, p, n, true);
+        fputs(p[n - 1] != '\n' ? "\n[" NUL_NOTE "]" : "[" NUL_NOTE "]", f);
+        (void)fclose(f);
+        return text;
+}
+
+/* stdout, then stderr under a "[stderr]" line, then a last line with the
+ * exit code: everything structuredContent says, in the one text a client
+ * is sure to show. */
 char *cm_exec_result_text(const cm_exec_result *r) {
         char *text = NULL;
         size_t len = 0;
+        bool escape = has_nul(r->out, r->out_len) || has_nul(r->err, r->err_len);
         FILE *f = open_memstream(&text, &len);
         if (!f)
                 return NULL;
         const char *last = NULL;
         if (r->out_len) {
-                (void)fwrite(r->out, 1, r->out_len, f);
+                put_bytes(f, r->out, r->out_len, escape);
                 last = &r->out[r->out_len - 1];
         }
         if (r->err_len) {
                 fputs(last && *last != '\n' ? "\n[stderr]\n" : "[stderr]\n", f);
-                (void)fwrite(r->err, 1, r->err_len, f);
+                put_bytes(f, r->err, r->err_len, escape);
                 last = &r->err[r->err_len - 1];
         }
         if (last && *last != '\n')
                 fputc('\n', f);
-        fprintf(f, "[exit code %d%s%s, %lld ms]", r->exit_code, r->timed_out ? ", timed out" : "",
-                r->truncated ? ", output truncated" : "", (long long)r->duration_ms);
+        fprintf(f, "[exit code %d%s%s, %lld ms%s]", r->exit_code, r->timed_out ? ", timed out" : "",
+                r->truncated ? ", output truncated" : "", (long long)r->duration_ms, escape ? "; " NUL_NOTE : "");
         (void)fclose(f);
         return text;
 }

@@ -50,7 +50,12 @@ cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, co
 void cm_tool_labels(mcp_call *call, char owner[CM_OWNER_HEX + 1], cm_kv ret[4]);
 
 json_t *cm_exec_result_json(const cm_exec_result *r);
+/* The text of an exec result: stdout, stderr, exit code; NUL bytes escaped
+ * (the text is a C string). */
 char *cm_exec_result_text(const cm_exec_result *r);
+/* Bytes as the C string of a tool's text: as they are, or, when they hold a
+ * NUL, with NUL as \0 and backslash as \\ and a last line that says so. */
+char *cm_text_of_bytes(const char *p, size_t n);
 
 /* A JSON array of strings (already schema-checked) as a NULL-terminated argv. */
 int cm_tool_argv(const json_t *arr, char ***ret_argv, size_t *ret_argc);

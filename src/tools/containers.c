@@ -278,6 +278,30 @@ static int run_wait(mcp_call *call, cm_backend *b, run_plan *p, json_t **ret, ch
         return r;
 }
 
+/* The text of a detached run says all its structuredContent does: the
+ * published ports too, which the agent needs to reach the service. */
+static char *detached_text(const char *id, const char *name, const char *image, const json_t *ports) {
+        char *text = NULL;
+        size_t len = 0, i;
+        const json_t *pt;
+        FILE *f = open_memstream(&text, &len);
+        if (!f)
+                return NULL; /* the JSON of structuredContent is shown instead */
+        fprintf(f, "started container %s", id);
+        if (name)
+                fprintf(f, " named \"%s\"", name);
+        fprintf(f, " (image %s)", image);
+        for (i = 0; i < json_array_size(ports); i++) {
+                pt = json_array_get(ports, i);
+                fprintf(f, "%s%s:%lld->%lld/%s", i ? ", " : "; ports: ", cm_json_str(pt, "hostIp"),
+                        (long long)json_integer_value(json_object_get(pt, "hostPort")),
+                        (long long)json_integer_value(json_object_get(pt, "containerPort")), cm_json_str(pt, "protocol"));
+        }
+        fprintf(f, "; use exec_in_container with container \"%s\"", id);
+        (void)fclose(f);
+        return text;
+}
+
 static int run_detached(cm_backend *b, run_plan *p, json_t **ret, char **ret_text, cm_err *err) {
         cleanup_free char *id = NULL;
         json_t *ports;
@@ -291,8 +315,7 @@ static int run_detached(cm_backend *b, run_plan *p, json_t **ret, char **ret_tex
                          "running");
         if (ports)
                 (void)json_object_set_new(*ret, "ports", ports);
-        *ret_text = xasprintf("started container %s (image %s); use exec_in_container with container \"%s\"", id,
-                              p->spec.image, id);
+        *ret_text = detached_text(id, p->spec.name, p->spec.image, ports);
         return 0;
 }
 

@@ -75,7 +75,8 @@ static int container_logs(mcp_call *call, json_t *args, json_t **ret, char **ret
         r = b->ops->logs(b, info.id, tail ? (size_t)json_integer_value(tail) : 0, since, &logs, &len, err);
         if (r == 0) {
                 *ret = json_pack("{s:s, s:o}", "container", info.id, "logs", cm_json_bytes(logs, len));
-                *ret_text = xstrdup(json_string_value(json_object_get(*ret, "logs")));
+                const json_t *text = json_object_get(*ret, "logs");
+                *ret_text = cm_text_of_bytes(json_string_value(text), json_string_length(text));
         }
         cm_container_info_clear(&info);
         return r;

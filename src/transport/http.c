@@ -12,12 +12,15 @@
  * produced by a worker into an event queue; the pool thread writes it out
  * and suspends the connection while it is empty (http_sse.c).
  *
- * Every request passes the Host, Origin and bearer-token checks before
- * anything else; see http_check.c for the checks themselves. */
+ * Every request passes the Host and Origin checks before anything else, and
+ * the bearer-token check before anything but a CORS preflight and a 404 for
+ * /.well-known/, neither of which says anything (see begin); http_check.c
+ * holds the checks themselves. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,20 +70,85 @@ static enum MHD_Result refuse_token(http_listener *l, struct MHD_Connection *c) 
         return http_queue(c, MHD_HTTP_UNAUTHORIZED, r);
 }
 
-/* Returns true when the request may go on; else a response is queued. */
-static bool security_ok(http_listener *l, struct MHD_Connection *c, enum MHD_Result *ret) {
+/* Returns true when the request may go on; else a response is queued.
+ * Host and Origin first: they stop DNS rebinding and foreign pages whatever
+ * else the request is. */
+static bool names_ok(http_listener *l, struct MHD_Connection *c, enum MHD_Result *ret) {
         const char *host = http_header(c, MHD_HTTP_HEADER_HOST);
         const char *origin = http_header(c, MHD_HTTP_HEADER_ORIGIN);
-        const char *token = l->token;
         if (l->check_host && !cm_http_host_ok(&l->policy, host))
                 *ret = refuse_host(l, c, "Host", host);
         else if (origin && !cm_http_origin_ok(&l->policy, origin))
                 *ret = refuse_host(l, c, "Origin", origin);
-        else if (token && *token && !cm_http_bearer_ok(http_header(c, MHD_HTTP_HEADER_AUTHORIZATION), token))
-                *ret = refuse_token(l, c);
         else
                 return true;
         return false;
+}
+
+static bool token_ok(http_listener *l, struct MHD_Connection *c, enum MHD_Result *ret) {
+        const char *token = l->token;
+        if (token && *token && !cm_http_bearer_ok(http_header(c, MHD_HTTP_HEADER_AUTHORIZATION), token)) {
+                *ret = refuse_token(l, c);
+                return false;
+        }
+        return true;
+}
+
+/* ---- cross-origin requests (CORS) ---------------------------------------- */
+
+/* The listener of a connection, set when it was accepted. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+        (void)c;
+        if (code == MHD_CONNECTION_NOTIFY_STARTED)
+                *socket_context = cls;
+}
+
+/* Every response to a page of an origin the operator allowed (--allow-origin)
+ * says so, or the browser hides it from the page; no other gets a CORS
+ * header, so other pages read nothing.  No Allow-Credentials: the token goes
+ * in Authorization, which the page must hold and send itself. */
+void http_cors_headers(struct MHD_Connection *c, struct MHD_Response *resp) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        const http_listener *l = ci ? ci->socket_context : NULL;
+        const char *origin;
+        if (!l || !l->policy.origins || !l->policy.origins[0])
+                return;
+        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
+        origin = http_header(c, MHD_HTTP_HEADER_ORIGIN);
+        if (!origin || !cm_http_origin_listed(l->policy.origins, origin) ||
+            (l->check_host && !cm_http_host_ok(&l->policy, http_header(c, MHD_HTTP_HEADER_HOST))))
+                return; /* a wrong Host is refused for every origin, and says so to none */
+        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_EXPOSE_HEADERS,
+                                      "Mcp-Session-Id, MCP-Protocol-Version");
+}
+
+/* A preflight carries no credentials (browsers never send them there), so
+ * it is answered before the token check, and says nothing but which methods
+ * and headers a later, authenticated request may use. */
+static enum MHD_Result preflight(http_listener *l, struct MHD_Connection *c, const char *origin) {
+        const char *pna = http_header(c, "Access-Control-Request-Private-Network");
+        struct MHD_Response *r;
+        char buf[128];
+        if (!cm_http_origin_listed(l->policy.origins, origin))
+                return http_error(c, MHD_HTTP_FORBIDDEN, MCP_INVALID_REQUEST,
+                                  "cross-origin requests from \"%s\" are not allowed: if that page is yours, allow "
+                                  "its origin with --allow-origin ORIGIN or CONTAINER_MCP_ALLOWED_ORIGINS",
+                                  http_clip(origin, buf));
+        r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+        if (!r)
+                return MHD_NO;
+        (void)MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, DELETE, OPTIONS");
+        (void)MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS,
+                                      "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, "
+                                      "Last-Event-ID");
+        (void)MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_MAX_AGE, "600");
+        /* Chrome asks before a public page may reach a private address; the
+         * operator allowed this origin, so the answer is yes. */
+        if (pna && strcasecmp(pna, "true") == 0)
+                (void)MHD_add_response_header(r, "Access-Control-Allow-Private-Network", "true");
+        return http_queue(c, MHD_HTTP_NO_CONTENT, r);
 }
 
 /* Bodies over the cap are read and thrown away, then refused with 413: a
@@ -171,7 +239,19 @@ static enum MHD_Result begin(http_req *r, struct MHD_Connection *c, const char *
         if (atomic_load(&r->l->h->stopping))
                 return http_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, HTTP_UNAVAILABLE,
                                   "the server is shutting down; reconnect once it is back");
-        if (!security_ok(r->l, c, &ret))
+        if (!names_ok(r->l, c, &ret))
+                return ret;
+        if (strcmp(method, "OPTIONS") == 0 && http_header(c, MHD_HTTP_HEADER_ORIGIN))
+                return preflight(r->l, c, http_header(c, MHD_HTTP_HEADER_ORIGIN));
+        /* Nothing is served under /.well-known/.  A 404 there (not 401) is
+         * how a client learns this server offers no OAuth, and stops
+         * looking for an authorization server; it tells nobody anything. */
+        if (strncmp(url, "/.well-known/", 13) == 0)
+                return http_error(c, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST,
+                                  "no such path \"%s\": this server offers no OAuth; send its bearer token in the "
+                                  "header \"Authorization: Bearer <token>\"",
+                                  http_clip(url, buf));
+        if (!token_ok(r->l, c, &ret))
                 return ret;
         if (strcmp(url, "/mcp") == 0) {
                 r->route = ROUTE_MCP;
@@ -256,9 +336,9 @@ static int start_daemon(http_listener *l, int fd, bool tcp, const char *what, cm
         unsigned per_ip = !tcp ? 0 : o->max_conns_per_ip ? o->max_conns_per_ip : DEFAULT_MAX_CONNS_PER_IP;
         l->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, fd,
                                      MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-                                     NULL, MHD_OPTION_THREAD_POOL_SIZE, pool_size(), MHD_OPTION_CONNECTION_TIMEOUT,
-                                     timeout, MHD_OPTION_CONNECTION_LIMIT, max, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                                     per_ip, MHD_OPTION_END);
+                                     NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_THREAD_POOL_SIZE,
+                                     pool_size(), MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_CONNECTION_LIMIT,
+                                     max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_END);
         if (!l->daemon) {
                 (void)close(fd);
                 return cm_err_set(err, EIO,
@@ -332,7 +412,8 @@ static int open_tcp(cm_http *h, listeners *ls, cm_err *err) {
                 return -1;
         memcpy(ls->bind_name, b.host, sizeof ls->bind_name);
         ls->tcp = (http_listener){.h = h, .check_host = true};
-        ls->tcp.policy = (cm_http_hostpolicy){b.loopback || b.wildcard, ls->bind_name, h->opts->allowed_hosts};
+        ls->tcp.policy = (cm_http_hostpolicy){b.loopback || b.wildcard, ls->bind_name, h->opts->allowed_hosts,
+                                              h->opts->allowed_origins};
         if (tcp_auth(h, ls, &b, err) < 0) {
                 (void)close(b.fd);
                 return -1;
@@ -354,7 +435,7 @@ static int open_unix(cm_http *h, listeners *ls, cm_err *err) {
         /* No Host check (nothing to compare it with), but a browser page can
          * still be made to talk to a socket through a proxy: check Origin. */
         ls->unix_ = (http_listener){.h = h, .token = h->opts->token && *h->opts->token ? h->opts->token : NULL};
-        ls->unix_.policy = (cm_http_hostpolicy){true, NULL, h->opts->allowed_hosts};
+        ls->unix_.policy = (cm_http_hostpolicy){true, NULL, h->opts->allowed_hosts, h->opts->allowed_origins};
         if (start_daemon(&ls->unix_, fd, false, path, err) < 0) {
                 http_unlink_unix(path, &ls->sock_st);
                 return -1;
@@ -412,6 +493,20 @@ static void stop_all(cm_http *h, listeners *ls) {
         (void)pthread_mutex_unlock(&h->jobs_mu);
 }
 
+/* Each allowed origin must be one (a typo would otherwise allow nothing,
+ * silently); "*" is refused: every page of the web is never what is meant. */
+static int check_origins(const char *const *list, cm_err *err) {
+        char canon[CM_HTTP_NAME_MAX + 16];
+        for (size_t i = 0; list && list[i]; i++)
+                if (!cm_http_origin_canon(list[i], canon, sizeof canon))
+                        return cm_err_set(err, EINVAL,
+                                          "--allow-origin/CONTAINER_MCP_ALLOWED_ORIGINS: \"%.100s\" is not an origin; "
+                                          "give each as scheme://host[:port] with no path, e.g. "
+                                          "http://localhost:6274",
+                                          list[i]);
+        return 0;
+}
+
 int cm_http_serve(mcp_server *srv, const cm_http_opts *opts, cm_err *err) {
         cm_http h = {.srv = srv, .opts = opts, .max_msg = mcp_server_max_message(srv)};
         listeners ls = {0};
@@ -421,7 +516,7 @@ int cm_http_serve(mcp_server *srv, const cm_http_opts *opts, cm_err *err) {
                 return cm_err_set(err, EINVAL,
                                   "http: nothing to listen on; give --http [HOST:]PORT and/or --socket "
                                   "PATH");
-        if (cm_mhd_load(err) < 0)
+        if (check_origins(opts->allowed_origins, err) < 0 || cm_mhd_load(err) < 0)
                 return -1;
         if ((ret = cm_sse_start()) < 0)
                 return cm_err_sys(err, -ret, "http: starting the stream watcher");

@@ -3,6 +3,7 @@
 #include "transport/http_check.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -183,22 +184,58 @@ bool cm_http_host_ok(const cm_http_hostpolicy *p, const char *host) {
         return p && cm_http_host_name(host, false, name, sizeof name) && name_admitted(p, name);
 }
 
+/* The host[:port] part of an origin, and whether its scheme is https; NULL
+ * when the value is not an origin. */
+static const char *origin_rest(const char *origin, bool *ret_https) {
+        const char *rest;
+        if (strncasecmp(origin, "http://", 7) == 0)
+                rest = origin + 7, *ret_https = false;
+        else if (strncasecmp(origin, "https://", 8) == 0)
+                rest = origin + 8, *ret_https = true;
+        else
+                return NULL; /* "null", file:, chrome-extension:... */
+        /* An origin is scheme://host[:port] and nothing more; userinfo or a
+         * path would let "http://localhost@evil" pass a prefix match. */
+        return strpbrk(rest, "/@?#\\ ") ? NULL : rest;
+}
+
 bool cm_http_origin_ok(const cm_http_hostpolicy *p, const char *origin) {
         char name[CM_HTTP_NAME_MAX];
         const char *rest;
-        if (!p || !origin)
+        bool https;
+        if (!p || !origin || !(rest = origin_rest(origin, &https)))
                 return false;
-        if (strncasecmp(origin, "http://", 7) == 0)
-                rest = origin + 7;
-        else if (strncasecmp(origin, "https://", 8) == 0)
-                rest = origin + 8;
-        else
-                return false; /* "null", file:, chrome-extension:... */
-        /* An origin is scheme://host[:port] and nothing more; userinfo or a
-         * path would let "http://localhost@evil" pass a prefix match. */
-        if (strpbrk(rest, "/@?#\\ "))
+        if (cm_http_host_name(rest, false, name, sizeof name) && name_admitted(p, name))
+                return true;
+        return cm_http_origin_listed(p->origins, origin);
+}
+
+bool cm_http_origin_canon(const char *origin, char *ret, size_t size) {
+        char name[CM_HTTP_NAME_MAX];
+        const char *rest, *port;
+        bool https;
+        int n;
+        if (!origin || !(rest = origin_rest(origin, &https)) || !cm_http_host_name(rest, false, name, sizeof name))
                 return false;
-        return cm_http_host_name(rest, false, name, sizeof name) && name_admitted(p, name);
+        /* cm_http_host_name checked the form, so the port (if any) follows
+         * the closing bracket, or else the one colon. */
+        port = rest[0] == '[' ? strchr(rest, ']') + 1 : strchr(rest, ':');
+        port = port && *port == ':' && port[1] ? port + 1 : (https ? "443" : "80");
+        while (port[0] == '0' && port[1]) /* ":080" is port 80 */
+                port++;
+        n = snprintf(ret, size, strchr(name, ':') ? "%s://[%s]:%s" : "%s://%s:%s", https ? "https" : "http", name,
+                     port);
+        return n > 0 && (size_t)n < size;
+}
+
+bool cm_http_origin_listed(const char *const *list, const char *origin) {
+        char want[CM_HTTP_NAME_MAX + 16], have[CM_HTTP_NAME_MAX + 16];
+        if (!list || !list[0] || !cm_http_origin_canon(origin, want, sizeof want))
+                return false;
+        for (size_t i = 0; list[i]; i++)
+                if (cm_http_origin_canon(list[i], have, sizeof have) && strcmp(want, have) == 0)
+                        return true;
+        return false;
 }
 
 /* ---- Authorization ------------------------------------------------------ */

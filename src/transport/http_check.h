@@ -34,14 +34,26 @@ typedef struct cm_http_hostpolicy {
         bool loopback_names;        /* localhost, 127.0.0.1, ::1 */
         const char *bind_name;      /* the bind address as a name, or NULL */
         const char *const *allowed; /* extra names, NULL-terminated, or NULL; "*" admits any */
+        const char *const *origins; /* origins allowed cross-origin (CORS), NULL-terminated, or NULL */
 } cm_http_hostpolicy;
 
 /* True when a Host header value names this server under `p`. */
 bool cm_http_host_ok(const cm_http_hostpolicy *p, const char *host);
 
 /* True when an Origin header value is http:// or https:// followed by a name
- * `p` admits (any port) and nothing else; "null" and other schemes fail. */
+ * `p` admits (any port) and nothing else, or is one of p->origins; "null"
+ * and other schemes fail. */
 bool cm_http_origin_ok(const cm_http_hostpolicy *p, const char *origin);
+
+/* An origin ("scheme://host[:port]", http or https, nothing more) in one
+ * form for comparison: scheme and host lower-case, IPv6 in brackets, the port
+ * always written ("http://localhost:80").  False when `origin` is not of that
+ * form or does not fit. */
+bool cm_http_origin_canon(const char *origin, char *ret, size_t size);
+
+/* True when `origin` is, once canonical, one of `list` (NULL-terminated,
+ * may be NULL): the origins the operator allows cross-origin requests from. */
+bool cm_http_origin_listed(const char *const *list, const char *origin);
 
 /* True when an Authorization value is "Bearer <token>" (scheme in any case).
  * The comparison takes the same time wherever the first difference is. */

@@ -69,6 +69,9 @@ typedef struct http_req {
 
 /* Queue `resp` (may be NULL: allocation failed) and drop our reference. */
 enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp);
+/* http.c: the CORS headers of a response to a page of an allowed origin;
+ * http_queue adds them to every response. */
+void http_cors_headers(struct MHD_Connection *c, struct MHD_Response *resp);
 /* A JSON-RPC error body with a null id: {"jsonrpc":"2.0","id":null,"error":...}. */
 __attribute__((format(printf, 2, 3))) struct MHD_Response *http_error_response(int code, const char *fmt, ...);
 __attribute__((format(printf, 4, 5))) enum MHD_Result http_error(struct MHD_Connection *c, unsigned status, int code,

@@ -105,7 +105,9 @@ enum MHD_Result http_mcp_begin(http_req *r, struct MHD_Connection *c, const char
 
         if (!post && !get && strcmp(method, "DELETE") != 0)
                 return not_allowed(c, method);
-        if (!version_ok(c, &ret))
+        /* A POST's version is checked once its body shows it is not
+         * initialize, which negotiates the version and needs no header. */
+        if (!post && !version_ok(c, &ret))
                 return ret;
         if (post && !(cm_http_accepts(accept, "application/json") && cm_http_accepts(accept, "text/event-stream")))
                 return http_error(c, MHD_HTTP_NOT_ACCEPTABLE, MCP_INVALID_REQUEST,
@@ -198,7 +200,7 @@ enum MHD_Result http_mcp_post(http_req *r, struct MHD_Connection *c) {
                 return reply(c, MHD_HTTP_BAD_REQUEST, k);
         if (mcp_message_is_initialize(msg))
                 return post_initialize(r, c, msg, k);
-        if (!need_session(r, c, &ret)) {
+        if (!version_ok(c, &ret) || !need_session(r, c, &ret)) {
                 http_collect_drop(k);
                 return ret;
         }

@@ -15,6 +15,7 @@ enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, struct MHD
         enum MHD_Result ret;
         if (!resp)
                 return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
+        http_cors_headers(c, resp);
         ret = MHD_queue_response(c, status, resp);
         MHD_destroy_response(resp);
         return ret;

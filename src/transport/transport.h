@@ -22,6 +22,7 @@ typedef struct cm_http_opts {
         unsigned conn_timeout_sec;/* idle or stalled connections are closed after this; 0: 30 */
         unsigned max_conns;       /* connections at once, per listener; 0: 4096 */
         unsigned max_conns_per_ip;/* TCP connections at once from one address; 0: 512 */
+        const char *const *allowed_origins; /* CORS: origins whose pages may call, NULL-terminated, or NULL */
 } cm_http_opts;
 
 /* MCP over newline-delimited JSON on in_fd/out_fd.  Returns 0 at EOF or on a

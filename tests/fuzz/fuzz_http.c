@@ -1,6 +1,6 @@
 /* libFuzzer: arbitrary bytes into every pure request check of the HTTP
  * transport (http_check.h): Accept, Content-Type, Host, Origin, bearer
- * token, session id, Content-Length, --http specs and the message-shape scan.
+ * token, CORS origins, session id, Content-Length, --http specs and the message-shape scan.
  * The first byte picks the policy; the rest is split at NUL bytes so one
  * input exercises several header values at once.  Nothing may crash, read
  * out of bounds or disagree with itself. */
@@ -15,8 +15,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void check_one(const char *v, unsigned flags) {
         static const char *const allowed[] = {"mcp.example.test", "fe80::1", "host.test:8080", NULL};
         static const char *const star[] = {"*", NULL};
-        cm_http_hostpolicy p = {flags & 1, (flags & 2) ? "10.0.0.1" : NULL, (flags & 4) ? star : allowed};
-        char name[CM_HTTP_NAME_MAX], host[64];
+        static const char *const origins[] = {"http://localhost:6274", "https://[fe80::1]", NULL};
+        cm_http_hostpolicy p = {flags & 1, (flags & 2) ? "10.0.0.1" : NULL, (flags & 4) ? star : allowed,
+                                (flags & 16) ? origins : NULL};
+        char name[CM_HTTP_NAME_MAX], host[64], canon[CM_HTTP_NAME_MAX + 16];
         unsigned port;
         uint64_t n;
 
@@ -34,6 +36,14 @@ static void check_one(const char *v, unsigned flags) {
         }
         (void)cm_http_host_ok(&p, v);
         (void)cm_http_origin_ok(&p, v);
+        if (cm_http_origin_canon(v, canon, sizeof canon)) {
+                /* an origin in canonical form is listed by a list of itself,
+                 * and passes the Origin check of a policy with that list */
+                const char *const self[] = {v, NULL};
+                cm_http_hostpolicy only = {false, NULL, NULL, self};
+                if (!cm_http_origin_listed(self, canon) || !cm_http_origin_ok(&only, v))
+                        __builtin_trap();
+        }
         (void)cm_http_bearer_ok(v, "t0ken");
         (void)cm_http_bearer_ok("Bearer t0ken", v);
         (void)cm_http_session_id_ok(v);

@@ -118,6 +118,48 @@ static void test_origin(void **state) {
         assert_false(cm_http_origin_ok(&loop, NULL));
 }
 
+/* The origins of --allow-origin: compared whole (scheme, host, port), in
+ * one canonical form; a listed origin passes the Origin check even when its
+ * host is not one of the server's names, and nothing near it does. */
+static void test_cors_origins(void **state) {
+        const char *const list[] = {"http://localhost:6274", "HTTPS://Inspector.Example", "http://[::1]:8080", NULL};
+        cm_http_hostpolicy remote = {false, "10.1.2.3", NULL, list};
+        char canon[CM_HTTP_NAME_MAX + 16];
+        (void)state;
+        assert_true(cm_http_origin_canon("HTTP://LocalHost", canon, sizeof canon));
+        assert_string_equal(canon, "http://localhost:80");
+        assert_true(cm_http_origin_canon("https://[::1]:0443", canon, sizeof canon));
+        assert_string_equal(canon, "https://[::1]:443");
+        assert_true(cm_http_origin_canon("http://a.test:", canon, sizeof canon));
+        assert_string_equal(canon, "http://a.test:80");
+        assert_false(cm_http_origin_canon("*", canon, sizeof canon));
+        assert_false(cm_http_origin_canon("http://a.test/", canon, sizeof canon));
+        assert_false(cm_http_origin_canon("http://a.test:99999", canon, sizeof canon));
+        assert_false(cm_http_origin_canon("null", canon, sizeof canon));
+        assert_false(cm_http_origin_canon("http://localhost:6274", canon, 10));
+
+        assert_true(cm_http_origin_listed(list, "http://localhost:6274"));
+        assert_true(cm_http_origin_listed(list, "https://inspector.example"));
+        assert_true(cm_http_origin_listed(list, "https://inspector.example:443"));
+        assert_true(cm_http_origin_listed(list, "http://[::1]:8080"));
+        assert_false(cm_http_origin_listed(list, "http://localhost:6275"));    /* another port */
+        assert_false(cm_http_origin_listed(list, "https://localhost:6274"));   /* another scheme */
+        assert_false(cm_http_origin_listed(list, "http://inspector.example")); /* another scheme and port */
+        assert_false(cm_http_origin_listed(list, "https://inspector.example.evil"));
+        assert_false(cm_http_origin_listed(list, "https://inspector.example@evil.test"));
+        assert_false(cm_http_origin_listed(list, "null"));
+        assert_false(cm_http_origin_listed(list, NULL));
+        assert_false(cm_http_origin_listed(NULL, "http://localhost:6274"));
+        assert_false(cm_http_origin_listed((const char *const[]){"*", NULL}, "http://localhost:6274"));
+
+        assert_true(cm_http_origin_ok(&remote, "https://inspector.example"));
+        assert_true(cm_http_origin_ok(&remote, "http://10.1.2.3:9"));
+        assert_false(cm_http_origin_ok(&remote, "http://localhost:6275"));
+        assert_false(cm_http_origin_ok(&remote, "http://evil.example"));
+        /* the Host check is not the Origin list's business */
+        assert_false(cm_http_host_ok(&remote, "inspector.example"));
+}
+
 static void test_bearer(void **state) {
         assert_true(cm_http_bearer_ok("Bearer s3cret", "s3cret"));
         assert_true(cm_http_bearer_ok("bearer   s3cret  ", "s3cret"));
@@ -219,11 +261,12 @@ static void test_msg_kind(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_accept),     cmocka_unit_test(test_content_type),
-                cmocka_unit_test(test_host_name),  cmocka_unit_test(test_host_policy),
-                cmocka_unit_test(test_origin),     cmocka_unit_test(test_bearer),
-                cmocka_unit_test(test_session_id), cmocka_unit_test(test_length),
-                cmocka_unit_test(test_listen),     cmocka_unit_test(test_msg_kind),
+                cmocka_unit_test(test_accept),    cmocka_unit_test(test_content_type),
+                cmocka_unit_test(test_host_name), cmocka_unit_test(test_host_policy),
+                cmocka_unit_test(test_origin),    cmocka_unit_test(test_cors_origins),
+                cmocka_unit_test(test_bearer),    cmocka_unit_test(test_session_id),
+                cmocka_unit_test(test_length),    cmocka_unit_test(test_listen),
+                cmocka_unit_test(test_msg_kind),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
