@@ -7,10 +7,11 @@
  * seconds without progress, and connections are capped in all and per
  * client address.  Quick requests (initialize, tools/list, a quick tool) run
  * right in the pool thread: no thread hop on the hot path.  A tools/call runs
- * in a worker while its connection is suspended (http_call_* in http_run.c).
- * Replies that stream (a request with a progressToken, legacy SSE) are
- * produced by a worker into an event queue; the pool thread writes it out
- * and suspends the connection while it is empty (http_sse.c).
+ * in a worker while its connection is suspended (http_call_* in http_run.c);
+ * still running after a while, its reply becomes an event stream.  Request
+ * streams are written into a log the session keeps for replay (http_log.c);
+ * the pool thread writes a stream out and suspends the connection while it
+ * has nothing to send (http_sse.c).
  *
  * Every request passes the Host, Origin and bearer-token checks before
  * anything else; see http_check.c for the checks themselves. */

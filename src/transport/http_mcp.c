@@ -1,7 +1,9 @@
 /* Streamable HTTP at /mcp (MCP 2025-11-25, "Transports"):
  *   POST    one JSON-RPC message (or a batch); the reply is one JSON body, or
- *           an event stream when the request carries a progressToken
- *   GET     the session's stream of server messages unrelated to a request
+ *           an event stream when the request carries a progressToken or is a
+ *           call still running after CONTAINER_MCP_HTTP_STREAM_AFTER_MS
+ *   GET     the session's stream of server messages unrelated to a request;
+ *           with the Last-Event-ID of a request's stream, its replay
  *   DELETE  end the session */
 #include <stdio.h>
 #include <string.h>
