@@ -588,6 +588,8 @@ void http_calls_tick(void *arg) {
         struct MHD_Connection **v = NULL;
         size_t n = 0, cap = 0;
         int64_t now = cm_now_ms();
+        if (atomic_load(&h->stopping))
+                return; /* the stop resumes every call once its error is in */
         (void)pthread_mutex_lock(&h->jobs_mu);
         for (http_call *call = h->calls; call; call = call->next) {
                 if (call->done || call->upgrade || now < call->stream_at || !call_unsuspend(call))
