@@ -41,6 +41,10 @@ struct http_log {
 };
 
 static atomic_uint_fast64_t next_stream = 1;
+/* The bytes kept by every log of the process (see http_log_total_bytes). */
+static atomic_size_t total_bytes;
+
+size_t http_log_total_bytes(void) { return atomic_load(&total_bytes); }
 
 static int64_t now_ms(void) {
         struct timespec ts;
@@ -60,6 +64,7 @@ static void to_reader_locked(http_log *g, const char *ev, size_t len) {
 static void forget_oldest_locked(http_log *g) {
         while (g->bytes > LOG_MAX_BYTES && g->n - g->first > 1) {
                 g->bytes -= g->ev[g->first].len;
+                atomic_fetch_sub(&total_bytes, g->ev[g->first].len);
                 free(g->ev[g->first].ev);
                 g->first++;
         }
@@ -80,6 +85,7 @@ static void add_locked(http_log *g, const char *data, size_t len) {
                 g->ev = xrealloc(g->ev, (g->cap = g->cap ? g->cap * 2 : 8) * sizeof *g->ev);
         g->ev[g->n++] = (logged){seq, b.p, b.len};
         g->bytes += b.len;
+        atomic_fetch_add(&total_bytes, b.len);
         to_reader_locked(g, b.p, b.len);
         forget_oldest_locked(g);
 }
@@ -119,6 +125,7 @@ void http_log_unref(http_log *g) {
                 return;
         for (size_t i = g->first; i < g->n; i++)
                 free(g->ev[i].ev);
+        atomic_fetch_sub(&total_bytes, g->bytes);
         free(g->ev);
         if (g->reader) {
                 cm_sse_finish(g->reader);

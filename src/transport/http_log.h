@@ -19,6 +19,7 @@
 #define CM_HTTP_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mcp/mcp.h"
@@ -47,6 +48,10 @@ void http_log_detach(http_log *g, cm_sse *q);
 
 /* No more events: the reader ends once it has written what is queued. */
 void http_log_finish(http_log *g);
+
+/* The bytes every log of the process keeps: past a budget the sessions
+ * forget their ended logs at once instead of after the replay time. */
+size_t http_log_total_bytes(void);
 
 /* A response (or error) was logged. */
 bool http_log_responded(http_log *g);

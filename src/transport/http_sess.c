@@ -20,6 +20,10 @@
 /* The logs of request streams a session keeps for replay: the running ones
  * and, once over, at most this many, each for t->replay_ms. */
 #define MAX_ENDED_LOGS 16
+/* Past this many bytes in all logs of the process, ended logs are dropped
+ * at the next expiry pass (1 s), whatever their age: a ceiling on what
+ * replay may hold, however many sessions there are. */
+#define LOGS_BUDGET ((size_t)256 << 20)
 
 struct http_sess {
         atomic_int refs;
@@ -391,11 +395,12 @@ static void expire_logs(http_sess *e, int64_t now) {
         http_log *gone[64];
         size_t ngone = 0, ended = 0;
         int64_t end;
+        bool tight = http_log_total_bytes() > LOGS_BUDGET;
         (void)pthread_mutex_lock(&e->smu);
         for (size_t i = e->nlogs; i-- > 0;) {
                 if (!http_log_finished_at(e->logs[i], &end))
                         continue;
-                if ((now - end > e->t->replay_ms || ++ended > MAX_ENDED_LOGS) && ngone < 64)
+                if ((tight || now - end > e->t->replay_ms || ++ended > MAX_ENDED_LOGS) && ngone < 64)
                         gone[ngone++] = take_log_locked(e, i);
         }
         (void)pthread_mutex_unlock(&e->smu);
