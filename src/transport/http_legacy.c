@@ -49,6 +49,7 @@ static enum MHD_Result open_sse(http_req *r, struct MHD_Connection *c) {
         (void)cm_sse_push(q, "endpoint", endpoint, strlen(endpoint));
         http_sess_ref(r->e);
         cm_sse_on_close(q, stream_closed, r->e);
+        http_req_answering(r); /* a stop lets the errors of its calls go out */
         resp = cm_sse_response(q);
         cm_sse_unref(q);
         return http_queue(c, MHD_HTTP_OK, resp);

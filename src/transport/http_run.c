@@ -366,17 +366,32 @@ static void jobs_add(cm_http *h, int delta) {
         (void)pthread_mutex_unlock(&h->jobs_mu);
 }
 
+/* A message whose replies go to the stream q (the legacy transport): a
+ * collector passes them on and notes whether a response came. */
+static void job_to_stream(http_job *j) {
+        http_collect *k = http_collect_new();
+        mcp_sink *out = http_collect_sink(k);
+        bool handled;
+        collect_forward(k, cm_sse_sink(j->q));
+        handled = http_handle(j->h, j->e, j->msg, out);
+        if (abandoned(j->h, j->e, handled, collect_responded(k)))
+                answer_abandoned(j->h, j->e, j->msg, out);
+        http_collect_drop(k);
+        if (j->finish)
+                cm_sse_finish(j->q);
+}
+
 static void *job_main(void *arg) {
         http_job *j = arg;
         cm_http *h = j->h;
-        mcp_sink *out = j->g ? http_log_sink(j->g) : cm_sse_sink(j->q);
-        bool handled = http_handle(h, j->e, j->msg, out);
         if (j->g) {
+                mcp_sink *out = http_log_sink(j->g);
+                bool handled = http_handle(h, j->e, j->msg, out);
                 if (abandoned(h, j->e, handled, http_log_responded(j->g)))
                         answer_abandoned(h, j->e, j->msg, out);
                 http_log_finish(j->g);
-        } else if (j->finish) {
-                cm_sse_finish(j->q);
+        } else {
+                job_to_stream(j);
         }
         job_free(j);
         jobs_add(h, -1);
