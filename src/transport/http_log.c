@@ -218,3 +218,11 @@ bool http_log_finished_at(http_log *g, int64_t *ret_ms) {
         (void)pthread_mutex_unlock(&g->mu);
         return f;
 }
+
+bool http_log_done_after(http_log *g, int64_t after) {
+        bool done;
+        (void)pthread_mutex_lock(&g->mu);
+        done = g->finished && (g->n == g->first || (int64_t)g->ev[g->n - 1].seq <= after);
+        (void)pthread_mutex_unlock(&g->mu);
+        return done;
+}

@@ -55,6 +55,8 @@ size_t http_log_total_bytes(void);
 
 /* A response (or error) was logged. */
 bool http_log_responded(http_log *g);
+/* Finished, with nothing kept after seq `after`: the client has it all. */
+bool http_log_done_after(http_log *g, int64_t after);
 /* Finished, and when (monotonic ms); false while running. */
 bool http_log_finished_at(http_log *g, int64_t *ret_ms);
 

@@ -109,6 +109,15 @@ static enum MHD_Result resume_stream(http_req *r, struct MHD_Connection *c, cons
                                   "stream, or its events expired (kept CONTAINER_MCP_HTTP_REPLAY_SEC seconds after "
                                   "the request ends); if its response never came, send the request again",
                                   http_clip(last_id, buf));
+        if (http_log_done_after(g, (int64_t)seq)) {
+                /* The client has the whole stream.  An empty stream would
+                 * make the SDK client (which takes only a result, not an
+                 * error, as the end) reconnect again and again; 405 is how
+                 * the spec says "no stream here", and it then stops. */
+                http_log_unref(g);
+                return method_not_allowed(c, "that stream is complete: every event after this Last-Event-ID was "
+                                             "sent and nothing more will come");
+        }
         http_req_answering(r);
         ret = http_stream_log(r->e, g, (int64_t)seq, c);
         http_log_unref(g);

@@ -190,6 +190,13 @@ describe('HTTP resumability (point 2)', () => {
       // The call is over now: a client back only now still gets its result.
       const again = await replay(srv, session, first, 'cut');
       assert.deepEqual(again.find((e) => e.msg.id === 'cut').msg, resp.msg);
+      // From the last event on there is nothing more: 405, "no stream here",
+      // so a client stops reconnecting.
+      const done = await httpRequest({ port: srv.port }, {
+        method: 'GET',
+        headers: { ...mcpHeaders({ session }), Accept: 'text/event-stream', 'Last-Event-ID': resp.id },
+      });
+      assert.equal(done.status, 405, `GET after the last event: HTTP ${done.status} ${done.body}`);
     });
   }
 
