@@ -188,6 +188,13 @@ static int run_transport(mcp_server *srv, const cm_config *cfg, const serve_opts
         http.max_conns = cfg->http_max_connections;
         http.max_conns_per_ip = cfg->http_client_connections;
         http.allowed_origins = (const char *const *)cfg->allowed_origins;
+        http.max_sessions = cfg->http_max_sessions;
+        http.max_sessions_per_cred = cfg->http_credential_sessions;
+        http.session_idle_sec = cfg->http_session_idle_sec;
+        http.init_grace_sec = cfg->http_init_grace_sec;
+        http.stream_after_ms = cfg->http_stream_after_ms;
+        http.keepalive_ms = cfg->http_keepalive_ms;
+        http.replay_sec = cfg->http_replay_sec;
         return cm_http_serve(srv, &http, err);
 }
 

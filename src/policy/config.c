@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -303,6 +304,32 @@ static int env_uint(const char *name, unsigned long min, unsigned long max, unsi
         return 0;
 }
 
+/* The HTTP transport's session limits and long-call timing (issue 8). */
+static int load_http_sessions(cm_config *cfg, cm_err *err) {
+        static const struct {
+                const char *name;
+                unsigned long min, max;
+                size_t off;
+        } v[] = {
+                {"CONTAINER_MCP_HTTP_MAX_SESSIONS", 1, 1000000, offsetof(cm_config, http_max_sessions)},
+                {"CONTAINER_MCP_HTTP_CREDENTIAL_SESSIONS", 1, 1000000, offsetof(cm_config, http_credential_sessions)},
+                {"CONTAINER_MCP_HTTP_SESSION_IDLE", 1, 604800, offsetof(cm_config, http_session_idle_sec)},
+                {"CONTAINER_MCP_HTTP_INIT_GRACE", 1, 86400, offsetof(cm_config, http_init_grace_sec)},
+                /* well under the 300 s after which Node's fetch gives up on headers */
+                {"CONTAINER_MCP_HTTP_STREAM_AFTER_MS", 1, 120000, offsetof(cm_config, http_stream_after_ms)},
+                {"CONTAINER_MCP_HTTP_KEEPALIVE_MS", 10, 120000, offsetof(cm_config, http_keepalive_ms)},
+                {"CONTAINER_MCP_HTTP_REPLAY_SEC", 1, 86400, offsetof(cm_config, http_replay_sec)},
+        };
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+                unsigned *field = (unsigned *)((char *)cfg + v[i].off);
+                unsigned long n = *field;
+                if (env_uint(v[i].name, v[i].min, v[i].max, &n, err) < 0)
+                        return -EINVAL;
+                *field = (unsigned)n;
+        }
+        return 0;
+}
+
 /* The HTTP transport's connection limits (issue 7, point 9). */
 static int load_http_numbers(cm_config *cfg, cm_err *err) {
         unsigned long n = cfg->http_timeout_sec;
@@ -317,7 +344,7 @@ static int load_http_numbers(cm_config *cfg, cm_err *err) {
         if (env_uint("CONTAINER_MCP_HTTP_CLIENT_CONNECTIONS", 1, 65536, &n, err) < 0)
                 return -EINVAL;
         cfg->http_client_connections = (unsigned)n;
-        return 0;
+        return load_http_sessions(cfg, err);
 }
 
 static int load_numbers(cm_config *cfg, cm_err *err) {
@@ -475,6 +502,13 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->http_timeout_sec = 30;
         cfg->http_max_connections = 4096;
         cfg->http_client_connections = 512;
+        cfg->http_max_sessions = 1024;
+        cfg->http_credential_sessions = 512;
+        cfg->http_session_idle_sec = 3600;
+        cfg->http_init_grace_sec = 30;
+        cfg->http_stream_after_ms = 1000;
+        cfg->http_keepalive_ms = 15000;
+        cfg->http_replay_sec = 300;
         cfg->allowed_hosts = strv_new();
         cfg->allowed_mounts = strv_new();
         cfg->image_dirs = strv_new();

@@ -44,6 +44,14 @@ typedef struct cm_config {
         unsigned http_max_connections;    /* HTTP connections at once, per listener */
         unsigned http_client_connections; /* HTTP connections at once from one address */
         char **allowed_origins;    /* CONTAINER_MCP_ALLOWED_ORIGINS: CORS origins, NULL-terminated */
+        /* HTTP sessions and long calls (issue 8, points 1, 2, 6). */
+        unsigned http_max_sessions;       /* CONTAINER_MCP_HTTP_MAX_SESSIONS */
+        unsigned http_credential_sessions;/* CONTAINER_MCP_HTTP_CREDENTIAL_SESSIONS */
+        unsigned http_session_idle_sec;   /* CONTAINER_MCP_HTTP_SESSION_IDLE */
+        unsigned http_init_grace_sec;     /* CONTAINER_MCP_HTTP_INIT_GRACE */
+        unsigned http_stream_after_ms;    /* CONTAINER_MCP_HTTP_STREAM_AFTER_MS */
+        unsigned http_keepalive_ms;       /* CONTAINER_MCP_HTTP_KEEPALIVE_MS */
+        unsigned http_replay_sec;         /* CONTAINER_MCP_HTTP_REPLAY_SEC */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */

@@ -7,10 +7,11 @@
  * seconds without progress, and connections are capped in all and per
  * client address.  Quick requests (initialize, tools/list, a quick tool) run
  * right in the pool thread: no thread hop on the hot path.  A tools/call runs
- * in a worker while its connection is suspended (http_call_* in http_run.c).
- * Replies that stream (a request with a progressToken, legacy SSE) are
- * produced by a worker into an event queue; the pool thread writes it out
- * and suspends the connection while it is empty (http_sse.c).
+ * in a worker while its connection is suspended (http_call_* in http_run.c);
+ * still running after a while, its reply becomes an event stream.  Request
+ * streams are written into a log the session keeps for replay (http_log.c);
+ * the pool thread writes a stream out and suspends the connection while it
+ * has nothing to send (http_sse.c).
  *
  * Every request passes the Host and Origin checks before anything else, and
  * the bearer-token check before anything but a CORS preflight and a 404 for
@@ -38,6 +39,14 @@
 #define DEFAULT_MAX_CONNS_PER_IP 512
 #define MAX_POOL_THREADS 32
 #define STOP_CANCEL_MS 30000
+#define DEFAULT_PER_CRED 512
+#define DEFAULT_GRACE_SEC 30
+#define DEFAULT_STREAM_AFTER_MS 1000
+#define DEFAULT_KEEPALIVE_MS 15000
+#define DEFAULT_REPLAY_SEC 300
+/* At a stop, answers already made (the errors of abandoned calls) get this
+ * long to be written before the daemons close their connections. */
+#define STOP_DRAIN_MS 2000
 
 /* ---- the checks every request passes ------------------------------------ */
 
@@ -297,6 +306,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
                 http_legacy_completed(r);
         if (r->call)
                 http_call_end(r->call);
+        if (r->answering)
+                atomic_fetch_sub(&r->l->h->answering, 1);
         free(r->body);
         http_sess_put(r->e);
         free(r);
@@ -311,6 +322,12 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
         while (n > 0 && line[n - 1] == '\n')
                 line[--n] = 0;
         log_debug("libmicrohttpd: %s", line);
+}
+
+void http_req_answering(http_req *r) {
+        if (!r->answering)
+                atomic_fetch_add(&r->l->h->answering, 1);
+        r->answering = true;
 }
 
 /* ---- listeners ---------------------------------------------------------------- */
@@ -481,6 +498,10 @@ static void stop_all(cm_http *h, listeners *ls) {
         http_sessions_drop_all(h->sessions);
         cm_sse_stop_all();
         http_calls_resume_all(h);
+        /* What the stop answered (each abandoned call its error) must reach
+         * the client: libmicrohttpd drops unwritten replies when it stops. */
+        for (int waited = 0; atomic_load(&h->answering) > 0 && waited < STOP_DRAIN_MS; waited += 10)
+                (void)nanosleep(&tick, NULL);
         if (ls->tcp.daemon)
                 MHD_stop_daemon(ls->tcp.daemon);
         if (ls->unix_.daemon) {
@@ -510,7 +531,9 @@ static int check_origins(const char *const *list, cm_err *err) {
 int cm_http_serve(mcp_server *srv, const cm_http_opts *opts, cm_err *err) {
         cm_http h = {.srv = srv, .opts = opts, .max_msg = mcp_server_max_message(srv)};
         listeners ls = {0};
-        int ret = 0;
+        http_sess_limits lim;
+        int64_t ka;
+        int ret = 0, tick;
 
         if (!opts->listen && !opts->socket_path)
                 return cm_err_set(err, EINVAL,
@@ -518,12 +541,25 @@ int cm_http_serve(mcp_server *srv, const cm_http_opts *opts, cm_err *err) {
                                   "PATH");
         if (check_origins(opts->allowed_origins, err) < 0 || cm_mhd_load(err) < 0)
                 return -1;
-        if ((ret = cm_sse_start()) < 0)
-                return cm_err_sys(err, -ret, "http: starting the stream watcher");
+        h.stream_after_ms = opts->stream_after_ms ? opts->stream_after_ms : DEFAULT_STREAM_AFTER_MS;
+        ka = opts->keepalive_ms ? opts->keepalive_ms : DEFAULT_KEEPALIVE_MS;
+        /* The watcher's tick times keep-alives and the switch of long calls
+         * to streams: a quarter of the shorter, at most 1 s. */
+        tick = (int)((ka < h.stream_after_ms ? ka : h.stream_after_ms) / 4);
+        tick = tick < 5 ? 5 : tick > 1000 ? 1000 : tick;
         (void)pthread_mutex_init(&h.jobs_mu, NULL);
         (void)pthread_cond_init(&h.jobs_cv, NULL);
-        h.sessions = http_sessions_new(opts->max_sessions ? opts->max_sessions : DEFAULT_MAX_SESSIONS,
-                                       opts->session_idle_sec ? opts->session_idle_sec : DEFAULT_IDLE_SEC);
+        if ((ret = cm_sse_start(ka, tick, http_calls_tick, &h)) < 0) {
+                (void)pthread_cond_destroy(&h.jobs_cv);
+                (void)pthread_mutex_destroy(&h.jobs_mu);
+                return cm_err_sys(err, -ret, "http: starting the stream watcher");
+        }
+        lim.max = opts->max_sessions ? opts->max_sessions : DEFAULT_MAX_SESSIONS;
+        lim.per_cred = opts->max_sessions_per_cred ? opts->max_sessions_per_cred : DEFAULT_PER_CRED;
+        lim.idle_sec = opts->session_idle_sec ? opts->session_idle_sec : DEFAULT_IDLE_SEC;
+        lim.grace_sec = opts->init_grace_sec ? opts->init_grace_sec : DEFAULT_GRACE_SEC;
+        lim.replay_sec = opts->replay_sec ? opts->replay_sec : DEFAULT_REPLAY_SEC;
+        h.sessions = http_sessions_new(&lim);
         if ((opts->listen && open_tcp(&h, &ls, err) < 0) || (opts->socket_path && open_unix(&h, &ls, err) < 0))
                 ret = -1;
         else

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "transport/http_check.h"
 #include "transport/http_sess.h"
@@ -40,7 +41,15 @@ typedef struct cm_http {
         struct http_call *calls; /* suspended calls, under jobs_mu */
         char *gen_token;         /* the token of the state dir's file, when TCP uses it */
         char *token_path;        /* that file */
+        int64_t stream_after_ms; /* a call still running then is answered with an event stream */
+        atomic_int answering;    /* requests whose answer is a call or a stream, not yet completed */
 } cm_http;
+
+static inline int64_t cm_now_ms(void) {
+        struct timespec ts;
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* One listening socket and its daemon. */
 typedef struct http_listener {
@@ -60,6 +69,7 @@ typedef struct http_req {
         char *body;
         size_t len, cap;
         bool too_big;
+        bool answering;         /* counted in h->answering */
         http_sess *e;           /* busy until the request completes */
         json_t *deferred;       /* legacy: the message to run once the 202 is sent */
         struct http_call *call; /* a call run by a worker while the connection is suspended */
@@ -86,8 +96,18 @@ int http_conn_fd(struct MHD_Connection *c);
 /* A header value fit to quote in a message: printable ASCII, at most ~100
  * characters, "(none)" for NULL. */
 const char *http_clip(const char *v, char buf[static 128]);
+/* The credential a new session counts against: "token" on TCP, the peer's
+ * uid on the Unix socket. */
+const char *http_cred_key(http_req *r, struct MHD_Connection *c, char buf[static 48]);
+/* 503: the session table (or the credential's share) is full; what to do. */
+enum MHD_Result http_sessions_full(struct MHD_Connection *c, cm_http *h, enum http_sess_full full,
+                                   const char *cred);
 /* 413 with the cap and how to raise it. */
 enum MHD_Result http_too_big(struct MHD_Connection *c, cm_http *h);
+
+/* This request's answer is a call's or a stream's: a stop waits (a while)
+ * for it to go out before stopping the daemons. */
+void http_req_answering(http_req *r);
 
 /* ---- http_run.c: running messages ---- */
 
@@ -110,10 +130,14 @@ void http_collect_drop(http_collect *k);
 /* mcp_session_handle, counted so a shutdown can cancel what runs.  Returns
  * false (and handles nothing) once a stop began. */
 bool http_handle(cm_http *h, http_sess *e, json_t *msg, mcp_sink *out);
-/* Handle `msg` in a new thread, replies to `q`; when `finish`, end q after.
- * Takes over `msg` (also on failure): its reference count is then touched by
- * one thread only.  Returns 0 or -errno. */
-int http_spawn(cm_http *h, http_sess *e, json_t *msg, cm_sse *q, bool finish);
+/* Handle `msg` in a new thread, replies to the log `g` (finished after, a
+ * request the server gives up answered with an error), or else to `q`
+ * (when `finish`, ended after).  Takes over `msg` (also on failure): its
+ * reference count is then touched by one thread only.  Returns 0 or -errno. */
+int http_spawn(cm_http *h, http_sess *e, json_t *msg, cm_sse *q, http_log *g, bool finish);
+/* Answer `c` with the event stream of log `g`, from the event after seq
+ * `after` (-1: all of it). */
+enum MHD_Result http_stream_log(http_sess *e, http_log *g, int64_t after, struct MHD_Connection *c);
 
 /* A request whose reply is one JSON body but that may take long (a
  * tools/call): a worker runs it while its connection is suspended, so the
@@ -131,6 +155,11 @@ http_call *http_call_start(cm_http *h, http_sess *e, json_t *msg, http_collect *
 enum MHD_Result http_call_reply(http_call *call, struct MHD_Connection *c);
 /* The request is over (its connection closed or answered). */
 void http_call_end(http_call *call);
+/* The clock (called by the stream watcher every tick): resume the calls
+ * running for longer than h->stream_after_ms, whose reply then becomes an
+ * event stream, so the client sees headers and keep-alives long before its
+ * own timeout (Node's fetch gives up after 300 s without headers). */
+void http_calls_tick(void *h);
 /* Resume the connection of every call still running (the server stops;
  * libmicrohttpd must not be stopped with a suspended connection): they are
  * answered 503 and their workers' results dropped. */

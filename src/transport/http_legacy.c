@@ -37,18 +37,19 @@ static enum MHD_Result open_sse(http_req *r, struct MHD_Connection *c) {
         if (accept && !cm_http_accepts(accept, "text/event-stream"))
                 return http_error(c, MHD_HTTP_NOT_ACCEPTABLE, MCP_INVALID_REQUEST,
                                   "GET /sse opens an event stream: send Accept: text/event-stream");
-        r->e = http_sessions_create(h->sessions, h->srv, true);
+        char cbuf[48];
+        const char *cred = http_cred_key(r, c, cbuf);
+        enum http_sess_full full;
+        r->e = http_sessions_create(h->sessions, h->srv, true, cred, &full);
         if (!r->e)
-                return http_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, HTTP_UNAVAILABLE,
-                                  "too many sessions (%u, the limit): close unused /sse streams, or wait for idle "
-                                  "sessions to expire",
-                                  http_sessions_max(h->sessions));
+                return http_sessions_full(c, h, full, cred);
         q = cm_sse_new(c, http_conn_fd(c), CM_SSE_SESSION);
         (void)http_sess_attach(r->e, q); /* a new session has no stream yet */
         endpoint = xasprintf("/messages?sessionId=%s", mcp_session_id(http_sess_mcp(r->e)));
         (void)cm_sse_push(q, "endpoint", endpoint, strlen(endpoint));
         http_sess_ref(r->e);
         cm_sse_on_close(q, stream_closed, r->e);
+        http_req_answering(r); /* a stop lets the errors of its calls go out */
         resp = cm_sse_response(q);
         cm_sse_unref(q);
         return http_queue(c, MHD_HTTP_OK, resp);
@@ -104,7 +105,7 @@ void http_legacy_completed(http_req *r) {
          * in a worker so a notifications/cancelled after it is not stuck
          * behind it.  With the stream gone the session is over: nothing runs. */
         if (q && mcp_message_is_slow(msg)) {
-                (void)http_spawn(h, r->e, steal_pointer(&msg), q, false); /* failing, the client times out */
+                (void)http_spawn(h, r->e, steal_pointer(&msg), q, NULL, false); /* failing, the client times out */
         } else if (q) {
                 (void)http_handle(h, r->e, msg, cm_sse_sink(q));
         }

@@ -1,12 +1,15 @@
 /* Streamable HTTP at /mcp (MCP 2025-11-25, "Transports"):
  *   POST    one JSON-RPC message (or a batch); the reply is one JSON body, or
- *           an event stream when the request carries a progressToken
- *   GET     the session's stream of server messages unrelated to a request
+ *           an event stream when the request carries a progressToken or is a
+ *           call still running after CONTAINER_MCP_HTTP_STREAM_AFTER_MS
+ *   GET     the session's stream of server messages unrelated to a request;
+ *           with the Last-Event-ID of a request's stream, its replay
  *   DELETE  end the session */
 #include <stdio.h>
 #include <string.h>
 
 #include "transport/http_int.h"
+#include "transport/http_log.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 
@@ -89,12 +92,36 @@ static enum MHD_Result not_allowed(struct MHD_Connection *c, const char *method)
         return method_not_allowed(c, why);
 }
 
-/* Resuming the stream of a request would need its events kept; this server
- * keeps none.  405 is how the spec lets a GET say "no stream here", and the
- * SDK clients then stop trying instead of reporting an error per attempt. */
-static enum MHD_Result no_resume(struct MHD_Connection *c) {
-        return method_not_allowed(c, "the stream of a request cannot be resumed (Last-Event-ID): this server keeps "
-                                     "no events to replay; if its response never came, send the request again");
+/* GET with the Last-Event-ID of a request's stream: what the client missed
+ * of it, the response included, then the rest as it comes (MCP 2025-11-25,
+ * "Resumability and Redelivery").  Only the session's own streams are
+ * found: the session id is the credential. */
+static enum MHD_Result resume_stream(http_req *r, struct MHD_Connection *c, const char *last_id) {
+        uint64_t stream, seq;
+        http_log *g = NULL;
+        enum MHD_Result ret;
+        char buf[128];
+        if (http_log_parse_id(last_id, &stream, &seq))
+                g = http_sess_find_log(r->e, stream);
+        if (!g)
+                return http_error(c, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST,
+                                  "no events to replay after Last-Event-ID \"%s\": this session has no such "
+                                  "stream, or its events expired (kept CONTAINER_MCP_HTTP_REPLAY_SEC seconds after "
+                                  "the request ends); if its response never came, send the request again",
+                                  http_clip(last_id, buf));
+        if (http_log_done_after(g, (int64_t)seq)) {
+                /* The client has the whole stream.  An empty stream would
+                 * make the SDK client (which takes only a result, not an
+                 * error, as the end) reconnect again and again; 405 is how
+                 * the spec says "no stream here", and it then stops. */
+                http_log_unref(g);
+                return method_not_allowed(c, "that stream is complete: every event after this Last-Event-ID was "
+                                             "sent and nothing more will come");
+        }
+        http_req_answering(r);
+        ret = http_stream_log(r->e, g, (int64_t)seq, c);
+        http_log_unref(g);
+        return ret;
 }
 
 enum MHD_Result http_mcp_begin(http_req *r, struct MHD_Connection *c, const char *method) {
@@ -119,10 +146,10 @@ enum MHD_Result http_mcp_begin(http_req *r, struct MHD_Connection *c, const char
                                   "a POST)");
         if (post)
                 return http_post_prepare(r, c);
-        if (get && last_id && last_id[0] == CM_SSE_REQUEST)
-                return no_resume(c);
         if (!need_session(r, c, &ret))
                 return ret;
+        if (get && last_id && last_id[0] == CM_SSE_REQUEST)
+                return resume_stream(r, c, last_id);
         if (get)
                 return open_stream(r, c);
         (void)http_sess_drop(r->e); /* DELETE: its calls are cancelled, its stream ends */
@@ -145,14 +172,14 @@ static enum MHD_Result shutting_down(struct MHD_Connection *c) {
 static enum MHD_Result post_initialize(http_req *r, struct MHD_Connection *c, json_t *msg, http_collect *k) {
         cm_http *h = r->l->h;
         struct MHD_Response *resp;
+        char cbuf[48];
+        const char *cred = http_cred_key(r, c, cbuf);
+        enum http_sess_full full;
 
-        r->e = http_sessions_create(h->sessions, h->srv, false);
+        r->e = http_sessions_create(h->sessions, h->srv, false, cred, &full);
         if (!r->e) {
                 http_collect_drop(k);
-                return http_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, HTTP_UNAVAILABLE,
-                                  "too many sessions (%u, the limit): end unused ones with DELETE /mcp, or wait "
-                                  "for idle ones to expire",
-                                  http_sessions_max(h->sessions));
+                return http_sessions_full(c, h, full, cred);
         }
         if (!http_handle(h, r->e, msg, http_collect_sink(k))) {
                 http_collect_drop(k);
@@ -168,22 +195,24 @@ static enum MHD_Result post_initialize(http_req *r, struct MHD_Connection *c, js
         return http_queue(c, MHD_HTTP_OK, resp);
 }
 
-/* The reply streams: a worker runs the request while this connection's
- * thread writes its progress, log messages and response as events. */
+/* The reply streams: a worker runs the request into a log the session
+ * keeps for replay, and this connection reads it as events. */
 static enum MHD_Result post_stream(http_req *r, struct MHD_Connection *c, json_t *msg) {
-        cm_sse *q = cm_sse_new(c, http_conn_fd(c), CM_SSE_REQUEST);
-        struct MHD_Response *resp;
-        int rc = http_spawn(r->l->h, r->e, msg, q, true);
+        http_log *g = http_log_new();
+        enum MHD_Result ret;
+        int rc = http_spawn(r->l->h, r->e, msg, NULL, g, true);
         if (rc < 0) {
-                cm_sse_unref(q);
+                http_log_unref(g);
                 return http_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, HTTP_UNAVAILABLE,
                                   "could not start a thread for this request (%s); retry, or drop the "
                                   "progressToken to be answered without one",
                                   strerror(-rc));
         }
-        resp = cm_sse_response(q); /* NULL: the worker's sends fail, which cancels it */
-        cm_sse_unref(q);
-        return http_queue(c, MHD_HTTP_OK, resp);
+        http_sess_add_log(r->e, g);
+        http_req_answering(r);
+        ret = http_stream_log(r->e, g, -1, c);
+        http_log_unref(g);
+        return ret;
 }
 
 enum MHD_Result http_mcp_post(http_req *r, struct MHD_Connection *c) {
@@ -210,6 +239,8 @@ enum MHD_Result http_mcp_post(http_req *r, struct MHD_Connection *c) {
         }
         if (mcp_message_is_slow(msg) && !mcp_message_is_quick_call(h->srv, msg)) {
                 r->call = http_call_start(h, r->e, steal_pointer(&msg), k, MHD_HTTP_OK, c);
+                if (r->call)
+                        http_req_answering(r);
                 return r->call ? MHD_YES /* answered by http_call_reply once resumed */ : shutting_down(c);
         }
         if (!http_handle(h, r->e, msg, http_collect_sink(k))) {

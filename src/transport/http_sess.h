@@ -16,16 +16,28 @@
 
 typedef struct http_sess http_sess;
 typedef struct http_sessions http_sessions;
+typedef struct http_log http_log;
 
-http_sessions *http_sessions_new(unsigned max_sessions, unsigned idle_sec);
+typedef struct http_sess_limits {
+        unsigned max;        /* sessions at once */
+        unsigned per_cred;   /* sessions at once of one credential (a token, a peer uid) */
+        unsigned idle_sec;   /* an idle session is dropped after this */
+        unsigned grace_sec;  /* one that never got past initialize, after this */
+        unsigned replay_sec; /* a request stream's events are kept this long after it ends */
+} http_sess_limits;
+
+http_sessions *http_sessions_new(const http_sess_limits *lim);
 /* Forget every session: calls cancelled, streams ended (shutdown). */
 void http_sessions_drop_all(http_sessions *t);
 /* Drops what is left and frees the table.  Call once no request runs. */
 void http_sessions_free(http_sessions *t);
 
-/* A new session, known to the table and busy for the caller; NULL when the
- * table is full. */
-http_sess *http_sessions_create(http_sessions *t, mcp_server *srv, bool legacy);
+/* A new session of credential `cred` (a short key), known to the table and
+ * busy for the caller; NULL when the table, or that credential's share of
+ * it, is full (which one in *ret_full). */
+enum http_sess_full { HTTP_SESS_FULL, HTTP_SESS_CRED_FULL };
+http_sess *http_sessions_create(http_sessions *t, mcp_server *srv, bool legacy, const char *cred,
+                                enum http_sess_full *ret_full);
 /* The session with this id, busy for the caller; NULL when unknown. */
 http_sess *http_sessions_get(http_sessions *t, const char *id);
 /* Mark a session already held busy once more (a worker thread's turn). */
@@ -39,7 +51,11 @@ bool http_sess_drop(http_sess *e);
 
 unsigned http_sessions_count(http_sessions *t);
 unsigned http_sessions_max(http_sessions *t);
-/* Drop the sessions idle for longer than the timeout. */
+unsigned http_sessions_per_cred(http_sessions *t);
+/* The session was forgotten (DELETE, expiry, shutdown). */
+bool http_sess_dropped(http_sess *e);
+/* Drop the sessions idle for longer than the timeout, and those never used
+ * after initialize past the grace; forget request logs past their time. */
 void http_sessions_expire(http_sessions *t);
 /* Cancel the calls of every session alive, known or not (shutdown). */
 void http_sessions_cancel_all(http_sessions *t);
@@ -56,5 +72,10 @@ bool http_sess_attach(http_sess *e, cm_sse *q);
 void http_sess_detach(http_sess *e, cm_sse *q);
 /* The attached stream with a reference, or NULL. */
 cm_sse *http_sess_stream(http_sess *e);
+
+/* Keep `g` (a reference taken) for replay to a client that reconnects. */
+void http_sess_add_log(http_sess *e, http_log *g);
+/* The log of request stream `stream` with a reference, or NULL. */
+http_log *http_sess_find_log(http_sess *e, uint64_t stream);
 
 #endif

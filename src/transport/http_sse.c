@@ -17,9 +17,14 @@
 #include "transport/transport.h"
 #include "util/cleanup.h"
 
-#define KEEPALIVE_MS 15000
-/* The watcher looks at the clocks of suspended streams this often. */
-#define TICK_MS 1000
+/* Settings of cm_sse_start: a keep-alive after this long without a write,
+ * and the watcher's tick, which also runs the transport's own timer. */
+static int64_t keepalive_ms = 15000;
+static int tick_ms = 1000;
+static void (*tick_fn)(void *);
+static void *tick_arg;
+/* Held while tick_fn runs, so a stop waits for a tick under way. */
+static pthread_mutex_t tick_mu = PTHREAD_MUTEX_INITIALIZER;
 /* A client that stops reading must not make us hold its events forever:
  * past this much unsent data the stream counts as dead. */
 #define MAX_PENDING (32u << 20)
@@ -180,13 +185,23 @@ static void *watch_main(void *arg) {
         cm_sse **v;
         (void)arg;
         for (;;) {
-                int n = epoll_wait(watch.epfd, ev, 64, TICK_MS);
+                void (*fn)(void *);
+                void *fn_arg;
+                int n = epoll_wait(watch.epfd, ev, 64, tick_ms);
                 for (int i = 0; i < n; i++) {
                         size_t k = collect(&v, false, 0, ev[i].data.u64);
                         nudge_all(v, k, NUDGE_HANGUP);
                 }
-                size_t k = collect(&v, false, now_ms() - KEEPALIVE_MS, 0);
+                size_t k = collect(&v, false, now_ms() - keepalive_ms, 0);
                 nudge_all(v, k, NUDGE_KEEPALIVE);
+                (void)pthread_mutex_lock(&tick_mu);
+                (void)pthread_mutex_lock(&watch.mu);
+                fn = watch.stopping ? NULL : tick_fn;
+                fn_arg = tick_arg;
+                (void)pthread_mutex_unlock(&watch.mu);
+                if (fn)
+                        fn(fn_arg);
+                (void)pthread_mutex_unlock(&tick_mu);
         }
         return NULL;
 }
@@ -207,7 +222,13 @@ static void watch_init(void) {
         (void)pthread_attr_destroy(&attr);
 }
 
-int cm_sse_start(void) {
+int cm_sse_start(int64_t keepalive, int tick, void (*fn)(void *), void *arg) {
+        (void)pthread_mutex_lock(&watch.mu);
+        keepalive_ms = keepalive > 0 ? keepalive : 15000;
+        tick_ms = tick > 0 ? tick : 1000;
+        tick_fn = fn;
+        tick_arg = arg;
+        (void)pthread_mutex_unlock(&watch.mu);
         (void)pthread_once(&watch.once, watch_init);
         (void)pthread_mutex_lock(&watch.mu);
         watch.stopping = false;
@@ -220,7 +241,10 @@ void cm_sse_stop_all(void) {
         size_t n;
         (void)pthread_mutex_lock(&watch.mu);
         watch.stopping = true;
+        tick_fn = NULL;
         (void)pthread_mutex_unlock(&watch.mu);
+        (void)pthread_mutex_lock(&tick_mu); /* a tick under way ends first */
+        (void)pthread_mutex_unlock(&tick_mu);
         n = collect(&v, true, 0, 0);
         nudge_all(v, n, NUDGE_STOP);
 }
@@ -246,11 +270,27 @@ void cm_sbuf_add(cm_sbuf *b, const char *s, size_t n) {
 }
 
 void cm_sse_encode(cm_sbuf *b, enum cm_sse_kind kind, const char *event, const char *data, size_t len) {
-        char head[96];
+        char id[32];
+        if (kind == CM_SSE_NO_ID) {
+                cm_sse_encode_id(b, NULL, event, data, len);
+                return;
+        }
+        (void)snprintf(id, sizeof id, "%c%" PRIuFAST64, (char)kind, atomic_fetch_add(&next_event_id, 1));
+        cm_sse_encode_id(b, id, event, data, len);
+}
+
+void cm_sse_encode_id(cm_sbuf *b, const char *id, const char *event, const char *data, size_t len) {
         size_t i = 0;
-        int n = snprintf(head, sizeof head, "id: %c%" PRIuFAST64 "\nevent: %s\n", (char)kind,
-                         atomic_fetch_add(&next_event_id, 1), event);
-        cm_sbuf_add(b, head, (size_t)n);
+        if (id) {
+                cm_sbuf_add(b, "id: ", 4);
+                cm_sbuf_add(b, id, strlen(id));
+                cm_sbuf_add(b, "\n", 1);
+        }
+        if (event) {
+                cm_sbuf_add(b, "event: ", 7);
+                cm_sbuf_add(b, event, strlen(event));
+                cm_sbuf_add(b, "\n", 1);
+        }
         /* SSE ends a line at CR, LF or CRLF.  Compact JSON has none, but a
          * stray one must not end the event early. */
         for (;;) {
@@ -306,6 +346,23 @@ int cm_sse_push(cm_sse *q, const char *event, const char *data, size_t len) {
                 ret = -ENOBUFS, q->dead = true;
         else
                 cm_sse_encode(&q->out, q->kind, event, data, len);
+        resume = wake_locked(q);
+        (void)pthread_mutex_unlock(&q->mu);
+        if (resume)
+                wake_finish(q);
+        return ret;
+}
+
+int cm_sse_push_raw(cm_sse *q, const char *ev, size_t len) {
+        int ret = 0;
+        bool resume;
+        (void)pthread_mutex_lock(&q->mu);
+        if (q->finished || q->dead)
+                ret = -EPIPE;
+        else if (q->out.len - q->off + len > MAX_PENDING)
+                ret = -ENOBUFS, q->dead = true;
+        else
+                cm_sbuf_add(&q->out, ev, len);
         resume = wake_locked(q);
         (void)pthread_mutex_unlock(&q->mu);
         if (resume)

@@ -19,6 +19,7 @@
 #define CM_HTTP_SSE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mcp/mcp.h"
 
@@ -37,12 +38,14 @@ void cm_sbuf_add(cm_sbuf *b, const char *s, size_t n);
 /* The first character of an event id says which kind of stream carried it,
  * so that a GET with Last-Event-ID can tell the stream of a request (which
  * this server cannot resume: it keeps no events) from a session's own. */
-enum cm_sse_kind { CM_SSE_REQUEST = 'r', CM_SSE_SESSION = 's' };
+enum cm_sse_kind { CM_SSE_REQUEST = 'r', CM_SSE_SESSION = 's', CM_SSE_NO_ID = 0 };
 
 /* Append one event, "id: KN\nevent: EVENT\ndata: DATA\n\n" (K the kind, N
  * unique in the process); a line break inside DATA starts another data:
  * line. */
 void cm_sse_encode(cm_sbuf *b, enum cm_sse_kind kind, const char *event, const char *data, size_t len);
+/* The same with the id given (NULL: no id line) and `event` NULL for none. */
+void cm_sse_encode_id(cm_sbuf *b, const char *id, const char *event, const char *data, size_t len);
 
 /* A new stream with one reference, for the response to `conn` (whose daemon
  * allows suspension).  `sock_fd` is the client's socket, watched for
@@ -58,6 +61,9 @@ mcp_sink *cm_sse_sink(cm_sse *q);
  * finished, the peer is gone or the client stopped reading. */
 int cm_sse_push(cm_sse *q, const char *event, const char *data, size_t len);
 
+/* Queue bytes already encoded as events.  Same returns as cm_sse_push. */
+int cm_sse_push_raw(cm_sse *q, const char *ev, size_t len);
+
 /* End the stream once the events queued so far are written.  Idempotent. */
 void cm_sse_finish(cm_sse *q);
 
@@ -68,8 +74,11 @@ typedef void (*cm_sse_close_fn)(cm_sse *q, void *arg);
 void cm_sse_on_close(cm_sse *q, cm_sse_close_fn fn, void *arg);
 
 /* Start the watcher thread (once per process) and allow suspensions again
- * after a cm_sse_stop_all.  Returns 0 or -errno. */
-int cm_sse_start(void);
+ * after a cm_sse_stop_all.  A quiet stream gets a keep-alive comment after
+ * `keepalive_ms`; the watcher wakes every `tick_ms` and then calls fn(arg)
+ * (the transport's timer; NULL: none) until cm_sse_stop_all.  Returns 0 or
+ * -errno. */
+int cm_sse_start(int64_t keepalive_ms, int tick_ms, void (*fn)(void *), void *arg);
 
 /* The server stops: end every stream, resume every suspended connection
  * (libmicrohttpd must not be stopped with one suspended) and suspend none

@@ -23,6 +23,11 @@ typedef struct cm_http_opts {
         unsigned max_conns;       /* connections at once, per listener; 0: 4096 */
         unsigned max_conns_per_ip;/* TCP connections at once from one address; 0: 512 */
         const char *const *allowed_origins; /* CORS: origins whose pages may call, NULL-terminated, or NULL */
+        unsigned max_sessions_per_cred; /* sessions of one token / peer uid; 0: default (512) */
+        unsigned init_grace_sec;  /* a session never used after initialize is dropped after this; 0: 30 */
+        unsigned stream_after_ms; /* a call still running then is answered as an event stream; 0: 1000 */
+        unsigned keepalive_ms;    /* a quiet event stream gets a comment this often; 0: 15000 */
+        unsigned replay_sec;      /* a request stream's events are kept this long after it ends; 0: 300 */
 } cm_http_opts;
 
 /* MCP over newline-delimited JSON on in_fd/out_fd.  Returns 0 at EOF or on a

@@ -94,7 +94,10 @@ describe('Streamable HTTP under load', () => {
     if (!isSanitized()) assert.ok(growthKb < 4096, `RSS grew by ${growthKb} kB over 1,000 sessions`);
   });
 
-  test('a client that disconnects mid-call: the server cancels and keeps serving', { timeout: 30000 }, async () => {
+  // Disconnection is not cancellation (MCP 2025-11-25, Streamable HTTP): the
+  // calls run to their end, their results kept for a client that comes back
+  // (http-long.test.mjs); the connections are closed at once.
+  test('a client that disconnects mid-call: the server closes the connection and keeps serving', { timeout: 30000 }, async () => {
     const { session } = await rawHttpSession(target);
     const fd0 = fdCount(srv.pid);
     for (let i = 0; i < 5; i++) {
@@ -102,7 +105,7 @@ describe('Streamable HTTP under load', () => {
         jsonrpc: '2.0',
         id: `gone-${i}`,
         method: 'tools/call',
-        params: { name: 'sleep', arguments: { ms: 60000, steps: 600 }, _meta: { progressToken: `gone-${i}` } },
+        params: { name: 'sleep', arguments: { ms: 2000, steps: 20 }, _meta: { progressToken: `gone-${i}` } },
       });
       const sock = net.connect(srv.port, '127.0.0.1');
       const gotProgress = deferred();
@@ -131,8 +134,9 @@ describe('Streamable HTTP under load', () => {
     const c = await httpClient(srv.url);
     assert.deepEqual(await c.client.ping(), {});
     await c.close();
-    // the dropped connections are closed on the server side too
-    await eventually(() => fdCount(srv.pid) <= fd0 + 1, 5000, `server fds back near ${fd0} (now ${fdCount(srv.pid)})`);
+    // the dropped connections are closed on the server side too, and the
+    // calls (each holding an eventfd while it runs) end
+    await eventually(() => fdCount(srv.pid) <= fd0 + 1, 8000, `server fds back near ${fd0} (now ${fdCount(srv.pid)})`);
     await httpRequest(target, { method: 'DELETE', headers: { 'Mcp-Session-Id': session } });
   });
 

@@ -590,7 +590,9 @@ export function parseSse(text) {
       else if (field === 'id') ev.id = value;
     }
     ev.data = data.join('\n');
-    if (data.length) events.push(ev);
+    // an event with empty data (a stream's priming event: its id only, to
+    // resume from) carries no message
+    if (data.length && ev.data !== '') events.push(ev);
   }
   return events;
 }

@@ -72,6 +72,30 @@ describe('legacy SSE with the SDK client', () => {
     }
   });
 
+  // Issue 8, point 4: a call the server gives up on gets an error on the
+  // stream, not just a closed connection.
+  test('SIGTERM: a running call gets an error response that says why', T, async () => {
+    const own = await startHttp();
+    try {
+      const c = await sseClient(`${own.base}/sse`);
+      const started = deferred();
+      const call = c.client.callTool({ name: 'sleep', arguments: { ms: 60000, steps: 600 } }, undefined, {
+        onprogress: () => started.resolve(),
+        timeout: 120000,
+      });
+      call.catch(() => {});
+      await withTimeout(started.promise, 5000, 'first progress');
+      own.proc.kill('SIGTERM');
+      const err = await withTimeout(call.then(() => null, (e) => e), 8000, 'the call to be answered');
+      assert.ok(err, 'the call failed');
+      assert.match(err.message, /shutting down/, String(err));
+      await withTimeout(own.exited, 10000, 'server exit');
+      await c.client.close().catch(() => {});
+    } finally {
+      own.kill();
+    }
+  });
+
   test('raw: the endpoint event names /messages with a sessionId; unknown sessionId is 404', T, async () => {
     const t = { port: srv.port };
     const { res, status, headers } = await httpOpen(t, { path: '/sse', headers: { Accept: 'text/event-stream' } });
