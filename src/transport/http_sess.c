@@ -336,6 +336,7 @@ void http_sessions_free(http_sessions *t) {
                 return;
         http_sessions_drop_all(t);
         free(t->buckets);
+        free(t->creds);
         (void)pthread_mutex_destroy(&t->mu);
         free(t);
 }
