@@ -187,6 +187,7 @@ static int run_transport(mcp_server *srv, const cm_config *cfg, const serve_opts
         http.conn_timeout_sec = cfg->http_timeout_sec;
         http.max_conns = cfg->http_max_connections;
         http.max_conns_per_ip = cfg->http_client_connections;
+        http.threads = cfg->http_threads;
         http.allowed_origins = (const char *const *)cfg->allowed_origins;
         http.max_sessions = cfg->http_max_sessions;
         http.max_sessions_per_cred = cfg->http_credential_sessions;

@@ -344,6 +344,10 @@ static int load_http_numbers(cm_config *cfg, cm_err *err) {
         if (env_uint("CONTAINER_MCP_HTTP_CLIENT_CONNECTIONS", 1, 65536, &n, err) < 0)
                 return -EINVAL;
         cfg->http_client_connections = (unsigned)n;
+        n = cfg->http_threads;
+        if (env_uint("CONTAINER_MCP_HTTP_THREADS", 0, 32, &n, err) < 0)
+                return -EINVAL;
+        cfg->http_threads = (unsigned)n;
         return load_http_sessions(cfg, err);
 }
 

@@ -52,6 +52,7 @@ typedef struct cm_config {
         unsigned http_stream_after_ms;    /* CONTAINER_MCP_HTTP_STREAM_AFTER_MS */
         unsigned http_keepalive_ms;       /* CONTAINER_MCP_HTTP_KEEPALIVE_MS */
         unsigned http_replay_sec;         /* CONTAINER_MCP_HTTP_REPLAY_SEC */
+        unsigned http_threads;            /* CONTAINER_MCP_HTTP_THREADS: pool threads per listener; 0: auto */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */

@@ -332,14 +332,19 @@ void http_req_answering(http_req *r) {
 
 /* ---- listeners ---------------------------------------------------------------- */
 
-/* Pool threads: four per core, at least 8, at most MAX_POOL_THREADS; their
+/* Pool threads (CONTAINER_MCP_HTTP_THREADS, else four per core, at least
+ * 8), at most MAX_POOL_THREADS.  The connection cap is split among them:
+ * a thread whose share is full accepts nothing, so with several threads
+ * the daemon may hold a few less than the cap (never more).  Their
  * count does not grow with connections.  A connection stays on the thread
  * that accepted it, picked at random; with few threads, busy keep-alive
  * clients often share one while another idles (4 clients on 4 threads
  * measured 26,000-46,000 calls/s on 2 cores; on 8, 28,000-40,000 and
  * steadier).  An idle pool thread costs a stack and an epoll set. */
-static unsigned pool_size(void) {
+static unsigned pool_size(unsigned asked) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
+        if (asked)
+                return asked > MAX_POOL_THREADS ? MAX_POOL_THREADS : asked;
         n *= 4;
         return n < 8 ? 8 : n > MAX_POOL_THREADS ? MAX_POOL_THREADS : (unsigned)n;
 }
@@ -354,7 +359,7 @@ static int start_daemon(http_listener *l, int fd, bool tcp, const char *what, cm
         l->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, fd,
                                      MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
                                      NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_THREAD_POOL_SIZE,
-                                     pool_size(), MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_CONNECTION_LIMIT,
+                                     pool_size(o->threads), MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_CONNECTION_LIMIT,
                                      max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_END);
         if (!l->daemon) {
                 (void)close(fd);

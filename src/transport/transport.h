@@ -22,6 +22,7 @@ typedef struct cm_http_opts {
         unsigned conn_timeout_sec;/* idle or stalled connections are closed after this; 0: 30 */
         unsigned max_conns;       /* connections at once, per listener; 0: 4096 */
         unsigned max_conns_per_ip;/* TCP connections at once from one address; 0: 512 */
+        unsigned threads;         /* pool threads per listener; 0: four per core, at least 8 */
         const char *const *allowed_origins; /* CORS: origins whose pages may call, NULL-terminated, or NULL */
         unsigned max_sessions_per_cred; /* sessions of one token / peer uid; 0: default (512) */
         unsigned init_grace_sec;  /* a session never used after initialize is dropped after this; 0: 30 */
