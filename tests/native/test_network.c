@@ -278,6 +278,38 @@ static bool gone(pid_t pid) { return pid > 0 && kill(pid, 0) < 0 && errno == ESR
 
 /* (3) and (4) for detached containers: a server in the sandbox answers on
  * the published host port; remove leaves no helper behind. */
+/* The host's listening TCP sockets on `port` (/proc/net/tcp and tcp6):
+ * at least one, every one bound to 127.0.0.1 (or ::ffff:127.0.0.1), none to
+ * a wildcard or another address: a published port is never reachable from
+ * other machines. */
+static void assert_listening_on_loopback_only(int port) {
+        static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+        char line[512], local[64];
+        unsigned lport, st;
+        int seen = 0;
+
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                FILE *f = fopen(files[i], "re");
+                if (!f)
+                        continue;
+                while (fgets(line, sizeof line, f)) {
+                        char *colon;
+                        if (sscanf(line, " %*u: %63s %*s %x", local, &st) != 2 || st != 0x0A)
+                                continue;
+                        colon = strrchr(local, ':');
+                        if (!colon || sscanf(colon + 1, "%x", &lport) != 1 || (int)lport != port)
+                                continue;
+                        *colon = 0;
+                        seen++;
+                        if (strcmp(local, "0100007F") != 0 && strcmp(local, "0000000000000000FFFF00000100007F") != 0)
+                                fail_msg("host port %d listens on %s (%s), not only on 127.0.0.1", port, local, files[i]);
+                }
+                (void)fclose(f);
+        }
+        if (!seen)
+                fail_msg("no listening socket on host port %d", port);
+}
+
 static void test_published_port(void **state) {
         char *argv[] = {S("python3"), S("-m"), S("http.server"), S("8000"), NULL};
         cm_port ports[] = {{0, 8000, "tcp"}};
@@ -307,6 +339,8 @@ static void test_published_port(void **state) {
 
         if (!http_get(host_port, mono_ms() + 20000))
                 fail_msg("no answer from the sandbox on 127.0.0.1:%d", host_port);
+        /* the real socket, not what the record says: loopback only */
+        assert_listening_on_loopback_only(host_port);
 
         assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
         assert_true(gone(helper));
