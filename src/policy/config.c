@@ -305,12 +305,22 @@ static int env_uint(const char *name, unsigned long min, unsigned long max, unsi
 }
 
 /* The HTTP transport's session limits and long-call timing (issue 8). */
-static int load_http_sessions(cm_config *cfg, cm_err *err) {
+/* The settings that are a whole number in an unsigned field: one table. */
+static int load_uints(cm_config *cfg, cm_err *err) {
         static const struct {
                 const char *name;
                 unsigned long min, max;
                 size_t off;
         } v[] = {
+                {"CONTAINER_MCP_MAX_CONTAINERS", 1, 100000, offsetof(cm_config, max_containers)},
+                {"CONTAINER_MCP_PAGE_SIZE", 1, 10000, offsetof(cm_config, page_size)},
+                {"CONTAINER_MCP_MIN_HOST_PORT", 1, 65535, offsetof(cm_config, min_host_port)},
+                /* the HTTP transport's connections (issue 7, point 9) */
+                {"CONTAINER_MCP_HTTP_TIMEOUT", 1, 86400, offsetof(cm_config, http_timeout_sec)},
+                {"CONTAINER_MCP_HTTP_MAX_CONNECTIONS", 1, 65536, offsetof(cm_config, http_max_connections)},
+                {"CONTAINER_MCP_HTTP_CLIENT_CONNECTIONS", 1, 65536, offsetof(cm_config, http_client_connections)},
+                {"CONTAINER_MCP_HTTP_THREADS", 0, 32, offsetof(cm_config, http_threads)},
+                /* its sessions and long calls (issue 8) */
                 {"CONTAINER_MCP_HTTP_MAX_SESSIONS", 1, 1000000, offsetof(cm_config, http_max_sessions)},
                 {"CONTAINER_MCP_HTTP_CREDENTIAL_SESSIONS", 1, 1000000, offsetof(cm_config, http_credential_sessions)},
                 {"CONTAINER_MCP_HTTP_SESSION_IDLE", 1, 604800, offsetof(cm_config, http_session_idle_sec)},
@@ -330,27 +340,6 @@ static int load_http_sessions(cm_config *cfg, cm_err *err) {
         return 0;
 }
 
-/* The HTTP transport's connection limits (issue 7, point 9). */
-static int load_http_numbers(cm_config *cfg, cm_err *err) {
-        unsigned long n = cfg->http_timeout_sec;
-        if (env_uint("CONTAINER_MCP_HTTP_TIMEOUT", 1, 86400, &n, err) < 0)
-                return -EINVAL;
-        cfg->http_timeout_sec = (unsigned)n;
-        n = cfg->http_max_connections;
-        if (env_uint("CONTAINER_MCP_HTTP_MAX_CONNECTIONS", 1, 65536, &n, err) < 0)
-                return -EINVAL;
-        cfg->http_max_connections = (unsigned)n;
-        n = cfg->http_client_connections;
-        if (env_uint("CONTAINER_MCP_HTTP_CLIENT_CONNECTIONS", 1, 65536, &n, err) < 0)
-                return -EINVAL;
-        cfg->http_client_connections = (unsigned)n;
-        n = cfg->http_threads;
-        if (env_uint("CONTAINER_MCP_HTTP_THREADS", 0, 32, &n, err) < 0)
-                return -EINVAL;
-        cfg->http_threads = (unsigned)n;
-        return load_http_sessions(cfg, err);
-}
-
 static int load_numbers(cm_config *cfg, cm_err *err) {
         const char *v;
         unsigned long n;
@@ -364,22 +353,10 @@ static int load_numbers(cm_config *cfg, cm_err *err) {
         }
         if ((v = getenv("CONTAINER_MCP_DEFAULT_MEMORY")) && *v && cm_parse_size(v, &cfg->default_memory) < 0)
                 return cm_err_set(err, EINVAL, "CONTAINER_MCP_DEFAULT_MEMORY=%s: expected a size like 512m or 2g", v);
-        n = cfg->max_containers;
-        if (env_uint("CONTAINER_MCP_MAX_CONTAINERS", 1, 100000, &n, err) < 0)
-                return -EINVAL;
-        cfg->max_containers = (unsigned)n;
         n = (unsigned long)cfg->timeout_ms;
         if (env_uint("CONTAINER_MCP_TIMEOUT_MS", 1, 86400000, &n, err) < 0)
                 return -EINVAL;
         cfg->timeout_ms = (int64_t)n;
-        n = cfg->page_size;
-        if (env_uint("CONTAINER_MCP_PAGE_SIZE", 1, 10000, &n, err) < 0)
-                return -EINVAL;
-        cfg->page_size = (unsigned)n;
-        n = cfg->min_host_port;
-        if (env_uint("CONTAINER_MCP_MIN_HOST_PORT", 1, 65535, &n, err) < 0)
-                return -EINVAL;
-        cfg->min_host_port = (unsigned)n;
         n = cfg->max_message_bytes;
         if (env_uint("CONTAINER_MCP_MAX_MESSAGE_BYTES", 1024, 1ul << 30, &n, err) < 0)
                 return -EINVAL;
@@ -390,7 +367,7 @@ static int load_numbers(cm_config *cfg, cm_err *err) {
         n = 0;
         if (env_uint("CONTAINER_MCP_USERNS_BASE", 65536, 4294901759ul, &n, err) < 0)
                 return -EINVAL;
-        return load_http_numbers(cfg, err);
+        return load_uints(cfg, err);
 }
 
 static int load_env(cm_config *cfg, cm_err *err) {
