@@ -599,18 +599,19 @@ void http_call_end(http_call *call) {
         call_unref(call);
 }
 
-void http_calls_tick(void *arg) {
-        cm_http *h = arg;
+/* Resume the suspended calls: every one (due < 0), or those still running
+ * at `due` ms that have not been upgraded to a stream yet (and mark them). */
+static void resume_calls(cm_http *h, int64_t due) {
         struct MHD_Connection **v = NULL;
         size_t n = 0, cap = 0;
-        int64_t now = cm_now_ms();
-        if (atomic_load(&h->stopping))
-                return; /* the stop resumes every call once its error is in */
         (void)pthread_mutex_lock(&h->jobs_mu);
         for (http_call *call = h->calls; call; call = call->next) {
-                if (call->done || call->upgrade || now < call->stream_at || !call_unsuspend(call))
+                if (due >= 0 && (call->done || call->upgrade || due < call->stream_at))
                         continue;
-                call->upgrade = true;
+                if (!call_unsuspend(call))
+                        continue;
+                if (due >= 0)
+                        call->upgrade = true;
                 if (n == cap)
                         v = xrealloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
                 v[n++] = call->conn;
@@ -621,19 +622,11 @@ void http_calls_tick(void *arg) {
         free(v);
 }
 
-void http_calls_resume_all(cm_http *h) {
-        struct MHD_Connection **v = NULL;
-        size_t n = 0, cap = 0;
-        (void)pthread_mutex_lock(&h->jobs_mu);
-        for (http_call *call = h->calls; call; call = call->next) {
-                if (!call_unsuspend(call))
-                        continue;
-                if (n == cap)
-                        v = xrealloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
-                v[n++] = call->conn;
-        }
-        (void)pthread_mutex_unlock(&h->jobs_mu);
-        for (size_t i = 0; i < n; i++) /* outside the lock, as the workers do */
-                MHD_resume_connection(v[i]);
-        free(v);
+void http_calls_tick(void *arg) {
+        cm_http *h = arg;
+        if (atomic_load(&h->stopping))
+                return; /* the stop resumes every call once its error is in */
+        resume_calls(h, cm_now_ms());
 }
+
+void http_calls_resume_all(cm_http *h) { resume_calls(h, -1); }

@@ -336,7 +336,9 @@ void cm_sse_unref(cm_sse *q) {
 
 mcp_sink *cm_sse_sink(cm_sse *q) { return &q->sink; }
 
-int cm_sse_push(cm_sse *q, const char *event, const char *data, size_t len) {
+/* An event (encoded here, or already encoded when raw) onto the queue,
+ * waking the reader. */
+static int push(cm_sse *q, const char *event, const char *data, size_t len, bool raw) {
         int ret = 0;
         bool resume;
         (void)pthread_mutex_lock(&q->mu);
@@ -344,6 +346,8 @@ int cm_sse_push(cm_sse *q, const char *event, const char *data, size_t len) {
                 ret = -EPIPE;
         else if (q->out.len - q->off + len > MAX_PENDING)
                 ret = -ENOBUFS, q->dead = true;
+        else if (raw)
+                cm_sbuf_add(&q->out, data, len);
         else
                 cm_sse_encode(&q->out, q->kind, event, data, len);
         resume = wake_locked(q);
@@ -353,22 +357,9 @@ int cm_sse_push(cm_sse *q, const char *event, const char *data, size_t len) {
         return ret;
 }
 
-int cm_sse_push_raw(cm_sse *q, const char *ev, size_t len) {
-        int ret = 0;
-        bool resume;
-        (void)pthread_mutex_lock(&q->mu);
-        if (q->finished || q->dead)
-                ret = -EPIPE;
-        else if (q->out.len - q->off + len > MAX_PENDING)
-                ret = -ENOBUFS, q->dead = true;
-        else
-                cm_sbuf_add(&q->out, ev, len);
-        resume = wake_locked(q);
-        (void)pthread_mutex_unlock(&q->mu);
-        if (resume)
-                wake_finish(q);
-        return ret;
-}
+int cm_sse_push(cm_sse *q, const char *event, const char *data, size_t len) { return push(q, event, data, len, false); }
+
+int cm_sse_push_raw(cm_sse *q, const char *ev, size_t len) { return push(q, NULL, ev, len, true); }
 
 void cm_sse_finish(cm_sse *q) {
         bool resume;
