@@ -40,7 +40,6 @@ typedef struct launch {
         bool copy_image;     /* a directory image copied, not an overlay (rootfs.c) */
         bool overlay_failed; /* the overlay mount said "not here": copy */
         char *scratch;       /* run_wait: the image's copy, removed at the end */
-        int netns_fd;        /* run_wait: joined, then given back to the pool */
         int ctl_fd;          /* run: the init's control socket (listening) */
         int ctl_pair[2];     /* warm: [0] ours, [1] the init's */
         int net_sync[2];     /* network: [0] ours, [1] the child's (#2, #3) */
@@ -88,7 +87,6 @@ static void strv_free(char **v) {
 
 static void launch_free(launch *l) {
         launch_close_fds(l);
-        closefd(&l->netns_fd);
         closefd(&l->pidfd);
         mnt_plan_free(&l->plan);
         strv_free(l->envp);
@@ -239,7 +237,6 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
                       .log_idx_fd = -1,
                       .exit_fd = -1,
                       .cg_dirfd = -1,
-                      .netns_fd = -1,
                       .ctl_fd = -1,
                       .ctl_pair = {-1, -1},
                       .net_sync = {-1, -1},
@@ -351,9 +348,6 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
                 return -1;
         if (pipe2(l->sync, O_CLOEXEC) < 0)
                 return cm_err_sys(err, errno, "pipe");
-        /* A namespace the network helper used is not as good as new. */
-        if (wait && !spec->network)
-                l->netns_fd = netns_take(n);
         if (spec->network && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l->net_sync) < 0)
                 return cm_err_sys(err, errno, "socketpair");
         if (l->kind == L_WAIT) {
@@ -422,7 +416,6 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
                 .exit_fd = l->exit_fd,
                 /* A run-to-completion sandbox always dies with its server. */
                 .lifeline_fd = wait || !n->adopt_orphans ? n->lifeline_r : -1,
-                .netns_fd = l->netns_fd,
                 .ctl_fd = l->ctl_fd,
                 .ctl_conn = l->ctl_pair[1],
                 .net_sync = l->net_sync[1],
@@ -432,8 +425,6 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
         l->pid = sb_spawn(&c, &l->pidfd, err);
         if (l->pid < 0)
                 return -1;
-        if (wait && l->netns_fd < 0 && !spec->network)
-                l->netns_fd = netns_keep(n, l->pid);
         launch_close_child_fds(l);
         /* #2, #3: returns 0 without a helper when the child failed first;
          * its message is read below. */
@@ -516,10 +507,6 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
                 ret->exit_code = exit_code_of(&si);
         /* The helper goes before we return: nothing of the run outlives it. */
         net_stop(&l.st.net);
-        /* Everything in the sandbox is gone: its network namespace can serve
-         * the next one. */
-        netns_give(n, l.netns_fd);
-        l.netns_fd = -1;
         closefd(&l.pidfd);
         (void)cg_destroy(&l.st.cg);
         launch_free(&l);
@@ -561,7 +548,6 @@ int native_warm_create(native *n, warm_box *ret, cm_err *err) {
                 *ret = (warm_box){.pid = l.pid,
                                   .pidfd = take_fd(&l.pidfd),
                                   .conn = take_fd(&l.ctl_pair[0]),
-                                  .netns_fd = take_fd(&l.netns_fd),
                                   .cg = l.st.cg};
                 (void)snprintf(ret->hostname, sizeof ret->hostname, "%s", l.st.name);
                 l.st.cg = (cg_paths){0};
@@ -579,8 +565,6 @@ void native_warm_destroy(native *n, warm_box *w) {
         }
         closefd(&w->pidfd);
         closefd(&w->conn);
-        netns_give(n, w->netns_fd); /* everything in it is gone */
-        w->netns_fd = -1;
         (void)cg_destroy(&w->cg);
         cg_paths_free(&w->cg);
 }

@@ -298,8 +298,6 @@ typedef struct native {
         int etc_inotify;
         bool etc_ready;
         char *srv_tag;     /* srv-<pid>-<start>: cgroups of our run_waits */
-        int netns_pool[8]; /* spent network namespaces (ns_net.c) */
-        size_t n_netns;
         struct native_pool *pool;
         bool pool_tried; /* pool_start ran (under lock) */
 } native;
@@ -309,11 +307,6 @@ typedef struct native {
 int userns_for_owner(native *n, uid_t uid, gid_t gid, int *ret_fd, cm_err *err);
 void userns_free(native *n);
 
-/* ns_net.c: reuse of network namespaces, root only. */
-int netns_take(native *n);
-int netns_keep(native *n, pid_t pid);
-void netns_give(native *n, int fd);
-void netns_pool_free(native *n);
 
 /* rootfs.c: a directory image's root when there is no overlayfs, a copy
  * of the image in a directory of the container's own.
@@ -376,8 +369,6 @@ typedef struct sb_config {
         size_t log_cap;
         int exit_fd; /* the init writes the main exit code here */
         int lifeline_fd;
-        int netns_fd; /* join this network namespace (lo is up);
-                         -1: a new one */
         int ctl_fd;   /* listening socket the init hands its
                          namespaces out on; -1: none */
         int ctl_conn; /* a warm sandbox: one spawn request comes
@@ -647,7 +638,6 @@ typedef struct warm_box {
         pid_t pid;
         int pidfd;
         int conn; /* our end of the init's socketpair */
-        int netns_fd;
         cg_paths cg;
         char hostname[32];
 } warm_box;

@@ -381,7 +381,6 @@ static void native_free(cm_backend *b) {
         if (n->lifeline_w >= 0)
                 (void)close(n->lifeline_w);
         hostetc_close(n);
-        netns_pool_free(n);
         userns_free(n);
         /* Our srv- dir, then the state dir's own, unless another live server
          * (whose srv- dir is in it) or a container still uses it. */

@@ -262,7 +262,6 @@ static int keep_fds(const sb_config *c, sb_err *e) {
         keep[n++] = c->log_idx_fd;
         keep[n++] = c->exit_fd;
         keep[n++] = c->lifeline_fd;
-        keep[n++] = c->netns_fd;
         keep[n++] = c->ctl_fd;
         keep[n++] = c->ctl_conn;
         keep[n++] = c->net_sync;
@@ -327,10 +326,6 @@ static __attribute__((noreturn)) void contain(const sb_config *c) {
                 (void)sb_fail(&e, SB_STEP_CGROUP, errno, "unshare the cgroup namespace");
                 goto fail;
         }
-        if (c->netns_fd >= 0 && (setns(c->netns_fd, CLONE_NEWNET) < 0 || close(c->netns_fd) < 0)) {
-                (void)sb_fail(&e, SB_STEP_NETWORK, errno, "join a spent network namespace");
-                goto fail;
-        }
         if (mnt_enter_stage(c->stage, c->root_bytes, &e) < 0)
                 goto fail;
         if (mnt_plan_run(c->plan, SB_STEP_OVERLAY, &e) < 0)
@@ -349,7 +344,7 @@ static __attribute__((noreturn)) void contain(const sb_config *c) {
                 (void)sb_fail(&e, SB_STEP_HOSTNAME, errno, "%s", c->hostname);
                 goto fail;
         }
-        if (c->netns_fd < 0 && net_lo_up(&e) < 0)
+        if (net_lo_up(&e) < 0)
                 goto fail;
         /* network: true: the server connects our namespace to a user-mode
          * stack before the main process may use it (#2, #3). */
@@ -408,7 +403,7 @@ int sb_spawn(const sb_config *cfg, int *ret_pidfd, cm_err *err) {
         int pidfd = -1;
         struct cm_clone_args a = {
                 .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD |
-                         (c->netns_fd < 0 ? CLONE_NEWNET : 0) | (c->userns ? CLONE_NEWUSER : 0) |
+                         CLONE_NEWNET | (c->userns ? CLONE_NEWUSER : 0) |
                          (c->cg_dirfd >= 0 ? CLONE_INTO_CGROUP : 0),
                 .pidfd = (uint64_t)(uintptr_t)&pidfd,
                 .exit_signal = SIGCHLD,
