@@ -8,9 +8,11 @@
 #include "mcp/mcp.h"
 
 typedef struct reg_tool {
-        const mcp_tool *tool;
-        json_t *input;   /* parsed inputSchema */
-        json_t *output;  /* parsed outputSchema or NULL */
+        const char *name; /* in listing */
+        mcp_tool_fn handler;
+        bool quick;
+        json_t *input;   /* inputSchema, in listing */
+        json_t *output;  /* outputSchema or NULL, in listing */
         json_t *listing; /* the tools/list entry, built once */
 } reg_tool;
 

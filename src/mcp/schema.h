@@ -21,4 +21,11 @@ int mcp_schema_check(const json_t *schema, const json_t *value, const char *root
  * object; known keywords carry values of the right type). */
 int mcp_schema_valid(const json_t *schema, cm_err *err);
 
+/* Stricter, for our own tool definitions (checked at build time): valid, and
+ * every keyword is one mcp_schema_check enforces or an annotation
+ * (description, title, default, examples, $comment), so no constraint a
+ * schema states goes unchecked; and every "required" name of a schema with
+ * "properties" is one of them. */
+int mcp_schema_supported(const json_t *schema, cm_err *err);
+
 #endif

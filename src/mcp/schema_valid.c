@@ -4,6 +4,7 @@
 #include "mcp/schema.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "mcp/schema_walk.h"
 #include "util/cleanup.h"
@@ -144,6 +145,38 @@ static const struct keyword {
         {"oneOf", valid_alternatives},
 };
 
+/* Keywords that constrain nothing: accepted by mcp_schema_supported. */
+static const char *const annotations[] = {"description", "title", "default", "examples", "$comment"};
+
+static bool keyword_known(const char *key) {
+        for (size_t i = 0; i < ARRAY_SIZE(keywords); i++)
+                if (strcmp(key, keywords[i].name) == 0)
+                        return true;
+        for (size_t i = 0; i < ARRAY_SIZE(annotations); i++)
+                if (strcmp(key, annotations[i]) == 0)
+                        return true;
+        return false;
+}
+
+static int strict_node(check *c, const json_t *schema) {
+        const json_t *props = json_object_get(schema, "properties"), *name;
+        const char *key;
+        const json_t *unused;
+        size_t i;
+        json_object_foreach(mut(schema), key, unused) {
+                if (!keyword_known(key))
+                        return sch_schema_error(c, "keyword \"%s\" is not checked by this server's validator "
+                                                   "(src/mcp/schema.h lists those it checks); drop it or add it there",
+                                                key);
+        }
+        json_array_foreach(json_object_get(schema, "required"), i, name) {
+                if (props && json_is_string(name) && !json_object_get(props, json_string_value(name)))
+                        return sch_schema_error(c, "\"required\" names \"%s\", which is not in \"properties\"",
+                                                json_string_value(name));
+        }
+        return OK;
+}
+
 static int valid_node(check *c, const json_t *schema) {
         int r = OK;
         if (!json_is_object(schema))
@@ -151,6 +184,8 @@ static int valid_node(check *c, const json_t *schema) {
         if (c->depth >= MAX_DEPTH)
                 return sch_schema_error(c, "nested more than %d levels deep", MAX_DEPTH);
         c->depth++;
+        if (c->strict)
+                r = strict_node(c, schema);
         for (size_t i = 0; i < ARRAY_SIZE(keywords) && r == OK; i++) {
                 const json_t *val = json_object_get(schema, keywords[i].name);
                 if (val)
@@ -162,6 +197,15 @@ static int valid_node(check *c, const json_t *schema) {
 
 int mcp_schema_valid(const json_t *schema, cm_err *err) {
         cleanup_check check c = {.err = err, .schema_only = true};
+        if (!schema) {
+                (void)cm_err_set(err, EINVAL, "invalid schema: none given");
+                return -1;
+        }
+        return valid_node(&c, schema) < 0 ? -1 : 0;
+}
+
+int mcp_schema_supported(const json_t *schema, cm_err *err) {
+        cleanup_check check c = {.err = err, .schema_only = true, .strict = true};
         if (!schema) {
                 (void)cm_err_set(err, EINVAL, "invalid schema: none given");
                 return -1;

@@ -43,6 +43,7 @@ typedef struct check {
         size_t root_len;
         unsigned depth;
         bool schema_only;  /* mcp_schema_valid: the path is a schema path */
+        bool strict;       /* mcp_schema_supported: no keyword the checker skips */
         regex_entry *regexes;
         cm_err *err;
 } check;

@@ -27,8 +27,6 @@ void mcp_server_free(mcp_server *srv) {
         if (!srv)
                 return;
         for (size_t i = 0; i < srv->n_tools; i++) {
-                json_decref(srv->tools[i].input);
-                json_decref(srv->tools[i].output);
                 json_decref(srv->tools[i].listing);
         }
         free(srv->tools);
@@ -45,52 +43,70 @@ size_t mcp_server_tool_count(mcp_server *srv) { return srv->n_tools; }
 static json_t *parse_schema(const char *text, const char *tool, const char *which, cm_err *err) {
         json_error_t jerr;
         json_t *s = json_loads(text, 0, &jerr);
-        if (!s) {
+        if (!s)
                 cm_err_set(err, EINVAL, "tool %s: %s is not JSON: %s", tool, which, jerr.text);
-                return NULL;
-        }
-        if (mcp_schema_valid(s, err) < 0) {
-                cm_err_prefix(err, "tool %s: %s", tool, which);
-                json_decref(s);
-                return NULL;
-        }
         return s;
 }
 
-static json_t *build_listing(const mcp_tool *t, json_t *input, json_t *output) {
+/* The tools/list entry of a tool described in C. */
+static json_t *listing_of(const mcp_tool *t, cm_err *err) {
+        json_t *input = parse_schema(t->input_schema, t->name, "inputSchema", err), *output = NULL;
+        if (!input)
+                return NULL;
+        if (t->output_schema && !(output = parse_schema(t->output_schema, t->name, "outputSchema", err))) {
+                json_decref(input);
+                return NULL;
+        }
         json_t *ann = json_pack("{s:s, s:b, s:b, s:b, s:b}", "title", t->title, "readOnlyHint",
                                 !!(t->hints & MCP_HINT_READ_ONLY), "destructiveHint",
                                 !!(t->hints & MCP_HINT_DESTRUCTIVE), "idempotentHint",
                                 !!(t->hints & MCP_HINT_IDEMPOTENT), "openWorldHint", !!(t->hints & MCP_HINT_OPEN_WORLD));
-        json_t *e = json_pack("{s:s, s:s, s:s, s:O, s:o}", "name", t->name, "title", t->title, "description",
+        json_t *e = json_pack("{s:s, s:s, s:s, s:o, s:o}", "name", t->name, "title", t->title, "description",
                               t->description, "inputSchema", input, "annotations", ann);
         if (output)
-                json_object_set(e, "outputSchema", output);
+                json_object_set_new(e, "outputSchema", output);
         return e;
 }
 
-int mcp_server_add_tool(mcp_server *srv, const mcp_tool *t, cm_err *err) {
-        json_t *input, *output = NULL;
-        if (mcp_server_find_tool(srv, t->name))
-                return cm_err_set(err, EEXIST, "tool %s registered twice", t->name);
-        input = parse_schema(t->input_schema, t->name, "inputSchema", err);
-        if (!input)
+static int check_schema(const json_t *schema, const char *tool, const char *which, cm_err *err) {
+        if (mcp_schema_valid(schema, err) < 0) {
+                cm_err_prefix(err, "tool %s: %s", tool, which);
                 return -EINVAL;
-        if (t->output_schema) {
-                output = parse_schema(t->output_schema, t->name, "outputSchema", err);
-                if (!output) {
-                        json_decref(input);
-                        return -EINVAL;
-                }
         }
-        srv->tools = xrealloc(srv->tools, (srv->n_tools + 1) * sizeof *srv->tools);
-        srv->tools[srv->n_tools++] = (reg_tool){t, input, output, build_listing(t, input, output)};
         return 0;
+}
+
+/* Takes `listing`, the tool's tools/list entry. */
+static int add_listing(mcp_server *srv, json_t *listing, mcp_tool_fn handler, bool quick, cm_err *err) {
+        cleanup_json json_t *owned = listing;
+        const char *name = cm_json_str(listing, "name");
+        json_t *input = json_object_get(listing, "inputSchema"), *output = json_object_get(listing, "outputSchema");
+        if (!name)
+                return cm_err_set(err, EINVAL, "a tool definition without a \"name\" string");
+        if (mcp_server_find_tool(srv, name))
+                return cm_err_set(err, EEXIST, "tool %s registered twice", name);
+        if (check_schema(input, name, "inputSchema", err) < 0 ||
+            (output && check_schema(output, name, "outputSchema", err) < 0))
+                return -EINVAL;
+        srv->tools = xrealloc(srv->tools, (srv->n_tools + 1) * sizeof *srv->tools);
+        srv->tools[srv->n_tools++] = (reg_tool){name, handler, quick, input, output, steal_pointer(&owned)};
+        return 0;
+}
+
+int mcp_server_add_tool(mcp_server *srv, const mcp_tool *t, cm_err *err) {
+        json_t *listing = listing_of(t, err);
+        return listing ? add_listing(srv, listing, t->handler, t->quick, err) : -EINVAL;
+}
+
+int mcp_server_add_tool_def(mcp_server *srv, const json_t *def, mcp_tool_fn handler, bool quick, cm_err *err) {
+        if (!json_is_object(def))
+                return cm_err_set(err, EINVAL, "a tool definition must be a JSON object");
+        return add_listing(srv, json_deep_copy(def), handler, quick, err);
 }
 
 const reg_tool *mcp_server_find_tool(mcp_server *srv, const char *name) {
         for (size_t i = 0; name && i < srv->n_tools; i++)
-                if (strcmp(srv->tools[i].tool->name, name) == 0)
+                if (strcmp(srv->tools[i].name, name) == 0)
                         return &srv->tools[i];
         return NULL;
 }
@@ -101,7 +117,7 @@ bool mcp_message_is_quick_call(mcp_server *srv, const json_t *msg) {
         if (!method || strcmp(method, "tools/call") != 0)
                 return false;
         t = mcp_server_find_tool(srv, json_string_value(json_object_get(json_object_get(msg, "params"), "name")));
-        return t && t->tool->quick;
+        return t && t->quick;
 }
 
 /* Cursors are opaque to clients; ours is the offset of the next page. */
@@ -172,10 +188,10 @@ json_t *mcp_server_call_tool(mcp_server *srv, const reg_tool *t, mcp_call *call,
         char *text = NULL;
 
         if (mcp_schema_check(t->input, args, "arguments", &err) < 0) {
-                cleanup_free char *msg = xasprintf("invalid arguments for %s: %s", t->tool->name, err.msg);
+                cleanup_free char *msg = xasprintf("invalid arguments for %s: %s", t->name, err.msg);
                 return tool_error(msg);
         }
-        if (t->tool->handler(call, args, &structured, &text, &err) < 0) {
+        if (t->handler(call, args, &structured, &text, &err) < 0) {
                 json_decref(structured);
                 free(text);
                 return tool_error(err.msg[0] ? err.msg : "the tool failed without saying why");
@@ -186,7 +202,7 @@ json_t *mcp_server_call_tool(mcp_server *srv, const reg_tool *t, mcp_call *call,
                 if (!structured)
                         cm_err_set(&err, EINVAL, "no structuredContent");
                 cleanup_free char *msg = xasprintf("internal error in %s: result does not match its outputSchema: %s",
-                                                   t->tool->name, err.msg);
+                                                   t->name, err.msg);
                 json_decref(structured);
                 free(text);
                 return tool_error(msg);

@@ -378,80 +378,10 @@ out:
         return r;
 }
 
-#define ENV_SCHEMA                                                                                                     \
-        "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"                                \
-        "\"description\":\"Environment variables, e.g. {\\\"DEBUG\\\":\\\"1\\\"}.\"}"
-#define EXEC_RESULT_SCHEMA                                                                                             \
-        "{\"type\":\"object\",\"properties\":{\"exitCode\":{\"type\":\"integer\"},\"stdout\":{\"type\":\"string\"},"  \
-        "\"stderr\":{\"type\":\"string\"},\"durationMs\":{\"type\":\"integer\"},\"truncated\":{\"type\":\"boolean\"},"  \
-        "\"timedOut\":{\"type\":\"boolean\"}},\"required\":[\"exitCode\",\"stdout\",\"stderr\"]}"
-
-static const mcp_tool tools[] = {
-        {
-                .name = "run_container",
-                .title = "Run a container",
-                .description =
-                        "Run a command in a new isolated container. With wait: true it runs to completion and "
-                        "returns {exitCode, stdout, stderr, durationMs, truncated}; otherwise the container keeps "
-                        "running for exec_in_container. Image \"host\" is built in (the host's /usr read-only, a "
-                        "writable /workspace and /tmp: python3 works with no download). No network unless "
-                        "network: true; host paths only from CONTAINER_MCP_ALLOWED_MOUNTS.",
-                .input_schema =
-                        "{\"type\":\"object\",\"properties\":{"
-                        "\"image\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":512,"
-                        "\"description\":\"Image: \\\"host\\\" (built in) or an imported/pulled image.\"},"
-                        "\"name\":{\"type\":\"string\",\"maxLength\":128,\"description\":\"Optional name.\"},"
-                        "\"command\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":4096,"
-                        "\"description\":\"argv, no shell: [\\\"python3\\\",\\\"-c\\\",\\\"print(1)\\\"].\"},"
-                        ENV_SCHEMA ","
-                        "\"workdir\":{\"type\":\"string\",\"description\":\"Working directory (default /workspace).\"},"
-                        "\"mounts\":{\"type\":\"array\",\"maxItems\":64,\"items\":{\"type\":\"object\",\"properties\":{"
-                        "\"source\":{\"type\":\"string\"},\"target\":{\"type\":\"string\"},\"readonly\":{\"type\":"
-                        "\"boolean\"}},\"required\":[\"source\",\"target\"],\"additionalProperties\":false},"
-                        "\"description\":\"Host paths (under CONTAINER_MCP_ALLOWED_MOUNTS) to mount.\"},"
-                        "\"cpus\":{\"type\":\"number\",\"minimum\":0.01,\"maximum\":1024,"
-                        "\"description\":\"CPU share, e.g. 0.5 or 2; at most CONTAINER_MCP_MAX_CPUS (default: the "
-                        "host's cores).\"},"
-                        "\"memory\":{\"type\":[\"string\",\"integer\"],\"minimum\":4194304,\"maxLength\":32,"
-                        "\"description\":\"Bytes, or a size like 512m or 2g; at least 4m, at most "
-                        "CONTAINER_MCP_MAX_MEMORY (default: the host's memory).\"},"
-                        "\"network\":{\"type\":\"boolean\",\"description\":\"Allow outbound network (default off).\"},"
-                        "\"ports\":{\"type\":\"array\",\"maxItems\":32,\"items\":{\"type\":\"object\",\"properties\":{"
-                        "\"hostPort\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":65535},"
-                        "\"containerPort\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535},"
-                        "\"protocol\":{\"enum\":[\"tcp\",\"udp\"]}},\"required\":[\"containerPort\"],"
-                        "\"additionalProperties\":false},\"description\":\"Publish ports on 127.0.0.1.\"},"
-                        "\"readonlyRootfs\":{\"type\":\"boolean\"},"
-                        "\"wait\":{\"type\":\"boolean\",\"description\":\"Run to completion and return the output.\"},"
-                        "\"timeout\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,"
-                        "\"description\":\"Seconds before a wait-mode run is killed (default 600).\"}},"
-                        "\"required\":[\"image\"],\"additionalProperties\":false}",
-                .output_schema = "{\"type\":\"object\"}",
-                .hints = MCP_HINT_DESTRUCTIVE,
-                .toolset = "containers",
-                .handler = run_container,
-        },
-        {
-                .name = "exec_in_container",
-                .title = "Exec in a container",
-                .description = "Run a command in a running container and return {exitCode, stdout, stderr}. "
-                               "argv, no shell: use [\"sh\",\"-c\",\"...\"] for shell syntax.",
-                .input_schema =
-                        "{\"type\":\"object\",\"properties\":{"
-                        "\"container\":{\"type\":\"string\",\"minLength\":1,\"description\":\"Id or name.\"},"
-                        "\"command\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,"
-                        "\"maxItems\":4096},"
-                        ENV_SCHEMA ","
-                        "\"workdir\":{\"type\":\"string\"},"
-                        "\"stdin\":{\"type\":\"string\",\"description\":\"Bytes for the command's stdin.\"},"
-                        "\"timeout\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,"
-                        "\"description\":\"Seconds before the command and its children are killed.\"}},"
-                        "\"required\":[\"container\",\"command\"],\"additionalProperties\":false}",
-                .output_schema = EXEC_RESULT_SCHEMA,
-                .hints = MCP_HINT_DESTRUCTIVE,
-                .toolset = "containers",
-                .handler = exec_in_container,
-        },
+/* Name, description and schemas of each: src/tools/defs/containers.json. */
+static const cm_tool_handler handlers[] = {
+        {"run_container", run_container},
+        {"exec_in_container", exec_in_container},
 };
 
-const cm_toolset cm_toolset_run = {"containers", tools, ARRAY_SIZE(tools)};
+const cm_tool_family cm_tools_containers = {__FILE__, handlers, ARRAY_SIZE(handlers)};

@@ -47,25 +47,9 @@ static int copy_files(mcp_call *call, json_t *args, json_t **ret, char **ret_tex
         return r;
 }
 
-static const mcp_tool tools[] = {{
-        .name = "copy_files",
-        .title = "Copy files",
-        .description = "Copy a file or directory between the host and a running container, like docker cp: "
-                       "onto an existing directory the copy lands inside it. The host side must be under "
-                       "CONTAINER_MCP_ALLOWED_MOUNTS; symlinks are copied as symlinks, never followed.",
-        .input_schema = "{\"type\":\"object\",\"properties\":{"
-                        "\"container\":{\"type\":\"string\",\"minLength\":1,\"description\":\"Id or name.\"},"
-                        "\"direction\":{\"enum\":[\"to_container\",\"from_container\"]},"
-                        "\"source\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096},"
-                        "\"destination\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096}},"
-                        "\"required\":[\"container\",\"direction\",\"source\",\"destination\"],"
-                        "\"additionalProperties\":false}",
-        .output_schema = "{\"type\":\"object\",\"properties\":{\"container\":{\"type\":\"string\"},"
-                         "\"files\":{\"type\":\"integer\"},\"directories\":{\"type\":\"integer\"},"
-                         "\"bytes\":{\"type\":\"integer\"}},\"required\":[\"container\",\"files\",\"bytes\"]}",
-        .hints = MCP_HINT_DESTRUCTIVE,
-        .toolset = "containers",
-        .handler = copy_files,
-}};
+/* Name, description and schemas of each: src/tools/defs/copy.json. */
+static const cm_tool_handler handlers[] = {
+        {"copy_files", copy_files},
+};
 
-const cm_toolset cm_toolset_copy = {"containers", tools, ARRAY_SIZE(tools)};
+const cm_tool_family cm_tools_copy = {__FILE__, handlers, ARRAY_SIZE(handlers)};

@@ -53,40 +53,10 @@ static int do_sleep(mcp_call *call, json_t *args, json_t **ret, char **ret_text,
         return 0;
 }
 
-static const mcp_tool tools[] = {
-        {
-                .name = "echo",
-                .title = "Echo",
-                .description = "Return the given text unchanged. A diagnostic for measuring the cost of a tool call.",
-                .input_schema = "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\","
-                                "\"maxLength\":1048576,\"description\":\"Text to return.\"}},"
-                                "\"required\":[\"text\"],\"additionalProperties\":false}",
-                .output_schema = "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"}},"
-                                 "\"required\":[\"text\"]}",
-                .hints = MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT,
-                .toolset = "diagnostics",
-                .handler = echo,
-                .quick = true,
-        },
-        {
-                .name = "sleep",
-                .title = "Sleep",
-                .description = "Wait for `ms` milliseconds in `steps` slices, sending a progress notification "
-                               "as each slice starts (progress 0 to steps-1, total steps) when the request "
-                               "carries a progressToken, and stop early when the request is cancelled. A "
-                               "diagnostic for progress and cancellation.",
-                .input_schema = "{\"type\":\"object\",\"properties\":{"
-                                "\"ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":600000,"
-                                "\"description\":\"Total time to wait, in milliseconds.\"},"
-                                "\"steps\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000,\"default\":10,"
-                                "\"description\":\"Number of slices (and progress notifications).\"}},"
-                                "\"required\":[\"ms\"],\"additionalProperties\":false}",
-                .output_schema = "{\"type\":\"object\",\"properties\":{\"sleptMs\":{\"type\":\"integer\"},"
-                                 "\"cancelled\":{\"type\":\"boolean\"}},\"required\":[\"sleptMs\",\"cancelled\"]}",
-                .hints = MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT,
-                .toolset = "diagnostics",
-                .handler = do_sleep,
-        },
+/* Name, description and schemas of each: src/tools/defs/diagnostics.json. */
+static const cm_tool_handler handlers[] = {
+        {"echo", echo, true}, /* quick: never blocks */
+        {"sleep", do_sleep},
 };
 
-const cm_toolset cm_toolset_diagnostics = {"diagnostics", tools, ARRAY_SIZE(tools)};
+const cm_tool_family cm_tools_diagnostics = {__FILE__, handlers, ARRAY_SIZE(handlers)};

@@ -153,93 +153,14 @@ static int remove_container(mcp_call *call, json_t *args, json_t **ret, char **r
         return r;
 }
 
-#define CONTAINER_ARG "\"container\":{\"type\":\"string\",\"minLength\":1,\"description\":\"Id or name.\"}"
-#define ONE_CONTAINER(extra)                                                                                           \
-        "{\"type\":\"object\",\"properties\":{" CONTAINER_ARG extra "},\"required\":[\"container\"],"                 \
-        "\"additionalProperties\":false}"
-
-static const mcp_tool tools[] = {
-        {
-                .name = "list_containers",
-                .title = "List containers",
-                .description = "List this session's containers (running ones; all: true adds stopped ones) "
-                               "and the ones the operator shares, with id, name, image, state and labels.",
-                .input_schema = "{\"type\":\"object\",\"properties\":{\"all\":{\"type\":\"boolean\"}},"
-                                "\"additionalProperties\":false}",
-                .output_schema = "{\"type\":\"object\",\"properties\":{\"containers\":{\"type\":\"array\","
-                                 "\"items\":{\"type\":\"object\"}}},\"required\":[\"containers\"]}",
-                .hints = MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT,
-                .toolset = "containers",
-                .handler = list_containers,
-        },
-        {
-                .name = "container_logs",
-                .title = "Container logs",
-                .description = "Output of a container's main process (stdout and stderr, capped per container).",
-                .input_schema = ONE_CONTAINER(
-                        ",\"tail\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":100000,"
-                        "\"description\":\"Only the last N lines (0: all).\"},"
-                        "\"since\":{\"type\":[\"string\",\"integer\"],\"minimum\":0,\"maxLength\":64,"
-                        "\"description\":\"Only output written since then, to the second: unix seconds, RFC 3339 "
-                        "(2026-11-29T13:00:00Z; no zone: UTC), or a duration back from now (10m, 1h30m). With "
-                        "tail, the last N lines of that.\"}"),
-                .output_schema = "{\"type\":\"object\",\"properties\":{\"container\":{\"type\":\"string\"},"
-                                 "\"logs\":{\"type\":\"string\"}},\"required\":[\"container\",\"logs\"]}",
-                .hints = MCP_HINT_READ_ONLY,
-                .toolset = "containers",
-                .handler = container_logs,
-        },
-        {
-                .name = "container_stats",
-                .title = "Container stats",
-                .description = "A snapshot of a container's CPU time, memory (current, peak, limit), process "
-                               "count and block I/O. `source` says where the figures come from: the cgroup, or "
-                               "/proc where the cgroup lacks them (memory is then the sum of resident sets, and "
-                               "peak 0: unknown).",
-                .input_schema = ONE_CONTAINER(""),
-                .output_schema = "{\"type\":\"object\",\"properties\":{\"container\":{\"type\":\"string\"},"
-                                 "\"cpuUsec\":{\"type\":\"integer\"},\"memoryBytes\":{\"type\":\"integer\"},"
-                                 "\"memoryPeakBytes\":{\"type\":\"integer\"},"
-                                 "\"memoryLimitBytes\":{\"type\":\"integer\"},\"pids\":{\"type\":\"integer\"},"
-                                 "\"ioReadBytes\":{\"type\":\"integer\"},\"ioWriteBytes\":{\"type\":\"integer\"},"
-                                 "\"source\":{\"type\":\"string\"}},\"required\":[\"container\",\"cpuUsec\","
-                                 "\"memoryBytes\",\"pids\",\"source\"]}",
-                .hints = MCP_HINT_READ_ONLY,
-                .toolset = "containers",
-                .handler = container_stats,
-        },
-        {
-                .name = "inspect_container",
-                .title = "Inspect a container",
-                .description = "Full detail of a container: configuration, mounts, labels, limits, network, state.",
-                .input_schema = ONE_CONTAINER(""),
-                .output_schema = "{\"type\":\"object\"}",
-                .hints = MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT,
-                .toolset = "containers",
-                .handler = inspect_container,
-        },
-        {
-                .name = "stop_container",
-                .title = "Stop a container",
-                .description = "Stop a running container: SIGTERM, then SIGKILL after timeout seconds (10).",
-                .input_schema = ONE_CONTAINER(",\"timeout\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":3600}"),
-                .output_schema = "{\"type\":\"object\",\"properties\":{\"container\":{\"type\":\"string\"},"
-                                 "\"stopped\":{\"type\":\"boolean\"}},\"required\":[\"container\",\"stopped\"]}",
-                .hints = MCP_HINT_DESTRUCTIVE | MCP_HINT_IDEMPOTENT,
-                .toolset = "containers",
-                .handler = stop_container,
-        },
-        {
-                .name = "remove_container",
-                .title = "Remove a container",
-                .description = "Remove a container and everything it wrote. force: true removes a running one.",
-                .input_schema = ONE_CONTAINER(",\"force\":{\"type\":\"boolean\"}"),
-                .output_schema = "{\"type\":\"object\",\"properties\":{\"container\":{\"type\":\"string\"},"
-                                 "\"removed\":{\"type\":\"boolean\"}},\"required\":[\"container\",\"removed\"]}",
-                .hints = MCP_HINT_DESTRUCTIVE,
-                .toolset = "containers",
-                .handler = remove_container,
-        },
+/* Name, description and schemas of each: src/tools/defs/lifecycle.json. */
+static const cm_tool_handler handlers[] = {
+        {"list_containers", list_containers},
+        {"container_logs", container_logs},
+        {"container_stats", container_stats},
+        {"inspect_container", inspect_container},
+        {"stop_container", stop_container},
+        {"remove_container", remove_container},
 };
 
-const cm_toolset cm_toolset_lifecycle = {"containers", tools, ARRAY_SIZE(tools)};
+const cm_tool_family cm_tools_lifecycle = {__FILE__, handlers, ARRAY_SIZE(handlers)};

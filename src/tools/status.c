@@ -93,35 +93,9 @@ static int system_status(mcp_call *call, json_t *args, json_t **ret, char **ret_
         return 0;
 }
 
-#define BACKEND_SCHEMA                                                                                                 \
-        "{\"type\":\"object\",\"properties\":{"                                                                        \
-        "\"name\":{\"type\":\"string\"},\"summary\":{\"type\":\"string\"},"                                            \
-        "\"available\":{\"type\":\"boolean\"},\"active\":{\"type\":\"boolean\"},"                                      \
-        "\"version\":{\"type\":\"string\"},\"reason\":{\"type\":\"string\"},"                                          \
-        "\"fix\":{\"type\":\"string\"},\"details\":{\"type\":\"object\"}},"                                            \
-        "\"required\":[\"name\",\"available\",\"version\",\"reason\",\"fix\"]}"
+/* Name, description and schemas of each: src/tools/defs/status.json. */
+static const cm_tool_handler handlers[] = {
+        {"system_status", system_status},
+};
 
-static const mcp_tool tools[] = {{
-        .name = "system_status",
-        .title = "System status",
-        .description = "Report which container backends this machine can use (native Linux runtime, "
-                       "Docker/Podman), each with its version or the reason it is unavailable and how to fix it, "
-                       "plus the active safety policy and the server version. Call it first when a container "
-                       "tool fails.",
-        .input_schema = "{\"type\":\"object\",\"properties\":{\"start\":{\"type\":\"boolean\",\"description\":"
-                        "\"Start the engine's system service when it has one and it is stopped (Apple "
-                        "container); the native runtime needs none.\"}},\"additionalProperties\":false}",
-        .output_schema = "{\"type\":\"object\",\"properties\":{"
-                         "\"server\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
-                         "\"version\":{\"type\":\"string\"}},\"required\":[\"name\",\"version\"]},"
-                         "\"protocolVersion\":{\"type\":\"string\"},"
-                         "\"activeBackend\":{\"type\":[\"string\",\"null\"]},"
-                         "\"backends\":{\"type\":\"array\",\"items\":" BACKEND_SCHEMA "},"
-                         "\"policy\":{\"type\":\"object\"}},"
-                         "\"required\":[\"server\",\"backends\",\"policy\"]}",
-        .hints = MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT,
-        .toolset = "containers",
-        .handler = system_status,
-}};
-
-const cm_toolset cm_toolset_containers = {"containers", tools, ARRAY_SIZE(tools)};
+const cm_tool_family cm_tools_status = {__FILE__, handlers, ARRAY_SIZE(handlers)};

@@ -1,5 +1,6 @@
-/* Tool families.  Each family is a file with a table of mcp_tool; a handler
- * only validates, applies policy, calls a backend and shapes the result. */
+/* Tool families.  Each family is a JSON file of definitions (src/tools/defs/)
+ * and a C file with a table of handlers; a handler only validates, applies
+ * policy, calls a backend and shapes the result. */
 #ifndef CM_TOOLS_H
 #define CM_TOOLS_H
 
@@ -27,17 +28,36 @@ typedef struct cm_app {
         unsigned runs_in_flight;
 } cm_app;
 
-typedef struct cm_toolset {
-        const char *family;
-        const mcp_tool *tools;
-        size_t n_tools;
-} cm_toolset;
+/* A tool's handler.  Its definition (title, description, annotations,
+ * schemas, toolset) is data: src/tools/defs/<family>.json, embedded by the
+ * build, which fails when a definition has no handler or a handler no
+ * definition (tools/defs_check.c). */
+typedef struct cm_tool_handler {
+        const char *name;
+        mcp_tool_fn fn;
+        /* The handler never blocks and returns in microseconds (mcp_tool):
+         * a promise about this C code, so it is kept here, not in the JSON. */
+        bool quick;
+} cm_tool_handler;
 
-extern const cm_toolset cm_toolset_run;       /* run_container, exec_in_container */
-extern const cm_toolset cm_toolset_lifecycle; /* list, logs, stats, inspect, stop, remove */
-extern const cm_toolset cm_toolset_copy;      /* copy_files */
-extern const cm_toolset cm_toolset_containers; /* system_status */
-extern const cm_toolset cm_toolset_diagnostics;
+/* One file of handlers. */
+typedef struct cm_tool_family {
+        const char *file; /* __FILE__, for the build check's messages */
+        const cm_tool_handler *handlers;
+        size_t n_handlers;
+} cm_tool_family;
+
+extern const cm_tool_family cm_tools_containers; /* run_container, exec_in_container */
+extern const cm_tool_family cm_tools_lifecycle;  /* list, logs, stats, inspect, stop, remove */
+extern const cm_tool_family cm_tools_copy;       /* copy_files */
+extern const cm_tool_family cm_tools_status;     /* system_status */
+extern const cm_tool_family cm_tools_diagnostics; /* echo, sleep */
+
+/* Every family, NULL-terminated. */
+extern const cm_tool_family *const cm_tool_families[];
+
+/* The handler of the tool called `name`, or NULL. */
+const cm_tool_handler *cm_tool_handler_find(const char *name);
 
 static inline cm_app *cm_call_app(mcp_call *c) { return mcp_server_userdata(mcp_call_server(c)); }
 
@@ -46,7 +66,8 @@ static inline cm_app *cm_call_app(mcp_call *c) { return mcp_server_userdata(mcp_
 int cm_app_open(cm_app *app, cm_config *cfg, cm_err *err);
 void cm_app_close(cm_app *app);
 
-/* Register the tools of every enabled family. */
+/* Register the tools of every enabled toolset, in the order of the
+ * definition files (the order of tools/list). */
 int cm_tools_register(mcp_server *srv, const cm_config *cfg, cm_err *err);
 
 /* The system_status document, also printed by `container-mcp status`. */
