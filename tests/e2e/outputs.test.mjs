@@ -1,0 +1,123 @@
+// Every tool's results against the outputSchema it publishes in tools/list
+// (src/tools/defs/*.json): each tool is called with typical arguments through
+// the official SDK client, which validates structuredContent against the
+// listed outputSchema itself once listTools has run, and each result is
+// checked again here with Ajv in strict JSON Schema 2020-12 mode (the
+// dialect MCP names), which also checks each schema against the meta-schema.
+// A tool that appears in tools/list with no call here fails the test: a new
+// tool needs a case below.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import Ajv2020 from 'ajv/dist/2020.js';
+
+import { DIAG, stdioClient, tmpDir } from './lib.mjs';
+import { call, nativeBackend } from './tools.mjs';
+
+const T = { timeout: 120000 };
+
+const state = tmpDir('cmcp-state-');
+const allowed = tmpDir('cmcp-allowed-');
+const ENV = { CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed };
+
+const open = () => stdioClient({ args: ['serve', ...DIAG], env: ENV });
+
+// The calls, in an order that leaves nothing behind.  `name` is the tool,
+// `args` its arguments (a function of what earlier calls returned), `expect`
+// a check of the result's content beyond its schema.
+const cases = [
+  { name: 'system_status', args: () => ({}) },
+  { name: 'echo', args: () => ({ text: 'hi' }), expect: (r) => assert.equal(r.text, 'hi') },
+  { name: 'sleep', args: () => ({ ms: 20, steps: 2 }), expect: (r) => assert.equal(r.cancelled, false) },
+  {
+    name: 'run_container', shape: 'wait',
+    args: () => ({ image: 'host', command: ['sh', '-c', 'echo out; echo err >&2; exit 3'], wait: true }),
+    expect: (r) => assert.deepEqual([r.exitCode, r.stdout, r.stderr], [3, 'out\n', 'err\n']),
+  },
+  {
+    name: 'run_container', shape: 'detached',
+    args: () => ({ image: 'host', name: 'outputs-keeper', command: ['sh', '-c', 'echo started; exec sleep 300'] }),
+    expect: (r, ctx) => { ctx.id = r.id; assert.equal(r.state, 'running'); },
+  },
+  {
+    name: 'exec_in_container', args: (ctx) => ({ container: ctx.id, command: ['sh', '-c', 'echo hi'] }),
+    expect: (r) => assert.equal(r.stdout, 'hi\n'),
+  },
+  {
+    name: 'list_containers', args: () => ({ all: true }),
+    expect: (r, ctx) => assert.ok(r.containers.some((c) => c.id === ctx.id), 'the running container is listed'),
+  },
+  { name: 'container_logs', args: (ctx) => ({ container: ctx.id }), expect: (r) => assert.match(r.logs, /started/) },
+  { name: 'container_stats', args: (ctx) => ({ container: ctx.id }) },
+  { name: 'inspect_container', args: (ctx) => ({ container: ctx.id }), expect: (r, ctx) => assert.equal(r.id, ctx.id) },
+  {
+    name: 'copy_files', shape: 'to_container',
+    args: (ctx) => ({ container: ctx.id, direction: 'to_container', source: path.join(allowed, 'in.txt'), destination: '/workspace' }),
+    expect: (r) => assert.equal(r.files, 1),
+  },
+  {
+    name: 'copy_files', shape: 'from_container',
+    args: (ctx) => ({ container: ctx.id, direction: 'from_container', source: '/workspace/in.txt', destination: path.join(allowed, 'back.txt') }),
+    expect: () => assert.equal(fs.readFileSync(path.join(allowed, 'back.txt'), 'utf8'), 'copied\n'),
+  },
+  { name: 'stop_container', args: (ctx) => ({ container: ctx.id, timeout: 1 }), expect: (r) => assert.equal(r.stopped, true) },
+  { name: 'remove_container', args: (ctx) => ({ container: ctx.id, force: true }), expect: (r) => assert.equal(r.removed, true) },
+];
+
+let nativeReason = null;
+
+before(async () => {
+  ({ reason: nativeReason } = await nativeBackend(open));
+  fs.writeFileSync(path.join(allowed, 'in.txt'), 'copied\n');
+});
+
+after(() => {
+  for (const d of [state, allowed]) fs.rmSync(d, { recursive: true, force: true });
+});
+
+describe('output schemas', () => {
+  test('every tool: its outputSchema is valid, not empty, and its results match it', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    // strictRequired off: run_container's two result shapes are alternatives
+    // (anyOf) that name required fields of the properties around them.
+    const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true });
+    const s = await open();
+    try {
+      // listTools makes the SDK client compile each outputSchema and check
+      // every later callTool result against it (it throws on a mismatch).
+      const { tools } = await s.client.listTools();
+      const validators = new Map();
+      for (const tool of tools) {
+        assert.ok(tool.outputSchema, `${tool.name} has no outputSchema`);
+        assert.equal(typeof s.client.getToolOutputValidator(tool.name), 'function',
+          `the SDK client does not validate ${tool.name}'s results`);
+        const v = ajv.compile(tool.outputSchema);
+        // Not a placeholder: an empty result must not pass.
+        assert.equal(v({}), false, `${tool.name}'s outputSchema accepts {}: give it required fields`);
+        validators.set(tool.name, v);
+      }
+
+      const ctx = {};
+      const called = new Set();
+      for (const c of cases) {
+        const what = c.shape ? `${c.name} (${c.shape})` : c.name;
+        assert.ok(validators.has(c.name), `${c.name} is not in tools/list`);
+        const r = await call(s, c.name, c.args(ctx));
+        assert.notEqual(r.isError, true, `${what}: ${r.content?.[0]?.text}`);
+        assert.ok(r.structuredContent, `${what} returned no structuredContent`);
+        const v = validators.get(c.name);
+        assert.ok(v(r.structuredContent),
+          `${what}: structuredContent does not match its outputSchema: ${ajv.errorsText(v.errors)}\n` +
+          JSON.stringify(r.structuredContent));
+        c.expect?.(r.structuredContent, ctx);
+        called.add(c.name);
+      }
+      const missing = tools.map((x) => x.name).filter((n) => !called.has(n));
+      assert.deepEqual(missing, [], 'tools with no case in outputs.test.mjs: add one');
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+});
