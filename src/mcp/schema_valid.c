@@ -145,8 +145,9 @@ static const struct keyword {
         {"oneOf", valid_alternatives},
 };
 
-/* Keywords that constrain nothing: accepted by mcp_schema_supported. */
-static const char *const annotations[] = {"description", "title", "default", "examples", "$comment"};
+/* Keywords that constrain nothing, and "const", which the checker enforces
+ * and whose value can be anything: accepted by mcp_schema_supported too. */
+static const char *const annotations[] = {"description", "title", "default", "examples", "$comment", "const"};
 
 static bool keyword_known(const char *key) {
         for (size_t i = 0; i < ARRAY_SIZE(keywords); i++)

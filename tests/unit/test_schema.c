@@ -1,5 +1,5 @@
-/* mcp_schema_check and mcp_schema_valid: every keyword passing and failing,
- * and the wording of the messages agents read. */
+/* mcp_schema_check, mcp_schema_valid and mcp_schema_supported: every keyword
+ * passing and failing, and the wording of the messages agents read. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -51,10 +51,11 @@ static void expect(const char *schema, const char *value, const char *want, bool
 #define MISMATCH(schema, value, part) expect(schema, value, part, false, __FILE__, __LINE__)
 #define MESSAGE(schema, value, msg) expect(schema, value, msg, true, __FILE__, __LINE__)
 
-static void expect_schema(const char *schema, const char *want, const char *file, int line) {
+static void expect_schema(int (*valid)(const json_t *, cm_err *), const char *schema, const char *want,
+                          const char *file, int line) {
         cleanup_json json_t *s = parse(schema, file, line);
         cm_err err = CM_ERR_INIT;
-        int r = mcp_schema_valid(s, &err);
+        int r = valid(s, &err);
         if (!want && r != 0) {
                 print_error("%s:%d: expected a valid schema, got: %s\n", file, line, err.msg);
                 _fail(file, line);
@@ -64,8 +65,10 @@ static void expect_schema(const char *schema, const char *want, const char *file
         }
 }
 
-#define SCHEMA_OK(schema) expect_schema(schema, NULL, __FILE__, __LINE__)
-#define SCHEMA_BAD(schema, part) expect_schema(schema, part, __FILE__, __LINE__)
+#define SCHEMA_OK(schema) expect_schema(mcp_schema_valid, schema, NULL, __FILE__, __LINE__)
+#define SCHEMA_BAD(schema, part) expect_schema(mcp_schema_valid, schema, part, __FILE__, __LINE__)
+#define SUPPORTED_OK(schema) expect_schema(mcp_schema_supported, schema, NULL, __FILE__, __LINE__)
+#define SUPPORTED_BAD(schema, part) expect_schema(mcp_schema_supported, schema, part, __FILE__, __LINE__)
 
 /* A schema shaped like a real tool's input. */
 static const char run_schema[] = "{\"type\":\"object\",\"additionalProperties\":false,"
@@ -427,6 +430,27 @@ static void test_schema_valid(void **state) {
         SCHEMA_BAD("{\"anyOf\":[{},7]}", "invalid schema at anyOf[1]: expected a schema (an object), got integer");
 }
 
+/* The build's check of our own tool schemas: a keyword the checker would
+ * skip is a constraint that silently does nothing, so it is refused. */
+static void test_schema_supported(void **state) {
+        (void)state;
+        SUPPORTED_OK(run_schema);
+        SUPPORTED_OK("{\"type\":\"object\",\"description\":\"d\",\"title\":\"t\",\"$comment\":\"c\","
+                     "\"properties\":{\"a\":{\"const\":1,\"default\":1,\"examples\":[1]}},\"required\":[\"a\"],"
+                     "\"anyOf\":[{\"required\":[\"b\"]},{}]}");
+        SUPPORTED_BAD("{\"type\":\"string\",\"format\":\"uri\"}",
+                      "invalid schema: keyword \"format\" is not checked by this server's validator");
+        SUPPORTED_BAD("{\"properties\":{\"a\":{\"items\":{\"allOf\":[{}]}}}}",
+                      "invalid schema at properties.a.items: keyword \"allOf\" is not checked");
+        SUPPORTED_BAD("{\"$ref\":\"#/x\"}", "keyword \"$ref\" is not checked");
+        SUPPORTED_BAD("{\"properties\":{\"a\":{}},\"required\":[\"a\",\"b\"]}",
+                      "\"required\" names \"b\", which is not in \"properties\"");
+        /* What mcp_schema_valid refuses stays refused. */
+        SUPPORTED_BAD("{\"properties\":{\"a\":{\"minimum\":\"1\"}}}", "\"minimum\" must be a number");
+        /* The lenient check still takes them: clients' schemas may carry any keyword. */
+        SCHEMA_OK("{\"type\":\"string\",\"format\":\"uri\",\"allOf\":[{}]}");
+}
+
 static void test_null_arguments(void **state) {
         (void)state;
         cleanup_json json_t *s = json_loads("{\"type\":\"string\"}", 0, NULL);
@@ -469,6 +493,7 @@ int main(void) {
                 cmocka_unit_test(test_ignored_keywords),
                 cmocka_unit_test(test_depth_cap),
                 cmocka_unit_test(test_schema_valid),
+                cmocka_unit_test(test_schema_supported),
                 cmocka_unit_test(test_null_arguments),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
