@@ -108,8 +108,9 @@ size_t mcp_server_max_message(mcp_server *srv);
  * `tool` must outlive the server. */
 int mcp_server_add_tool(mcp_server *srv, const mcp_tool *tool, cm_err *err);
 /* Add a tool described as data: `def` is its tools/list entry (name, title,
- * description, inputSchema, outputSchema or none, annotations), borrowed: the
- * server keeps a copy.  Its schemas must pass mcp_schema_valid; `quick` as in
+ * description, inputSchema, outputSchema or none, annotations).  The server
+ * keeps a reference, not a copy (startup stays cheap): do not change `def`
+ * afterwards.  Its schemas must pass mcp_schema_valid; `quick` as in
  * mcp_tool. */
 int mcp_server_add_tool_def(mcp_server *srv, const json_t *def, mcp_tool_fn handler, bool quick, cm_err *err);
 size_t mcp_server_tool_count(mcp_server *srv);

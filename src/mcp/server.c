@@ -101,7 +101,7 @@ int mcp_server_add_tool(mcp_server *srv, const mcp_tool *t, cm_err *err) {
 int mcp_server_add_tool_def(mcp_server *srv, const json_t *def, mcp_tool_fn handler, bool quick, cm_err *err) {
         if (!json_is_object(def))
                 return cm_err_set(err, EINVAL, "a tool definition must be a JSON object");
-        return add_listing(srv, json_deep_copy(def), handler, quick, err);
+        return add_listing(srv, json_incref((json_t *)def), handler, quick, err);
 }
 
 const reg_tool *mcp_server_find_tool(mcp_server *srv, const char *name) {
