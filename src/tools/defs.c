@@ -4,13 +4,15 @@
 
 #include "util/json.h"
 
-json_t *cm_tooldefs_load(cm_err *err) {
+json_t *cm_tooldefs_load(cm_err *err) { return cm_tooldefs_parse(cm_tooldefs_json, err); }
+
+json_t *cm_tooldefs_parse(const char *text, cm_err *err) {
         json_error_t jerr;
-        json_t *defs = json_loads(cm_tooldefs_json, JSON_REJECT_DUPLICATES, &jerr), *file, *def;
+        json_t *defs = json_loads(text, JSON_REJECT_DUPLICATES, &jerr), *file, *def;
         size_t i, j;
         if (!json_is_array(defs)) {
                 json_decref(defs);
-                (void)cm_err_set(err, EINVAL, "embedded tool definitions: not a JSON array: %s (line %d)", jerr.text,
+                (void)cm_err_set(err, EINVAL, "tool definitions: not a JSON array: %s (line %d)", jerr.text,
                                  jerr.line);
                 return NULL;
         }

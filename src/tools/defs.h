@@ -19,5 +19,7 @@ extern const char cm_tooldefs_json[];
  * NULL with err set if the embedded text does not parse, which the build's
  * check rules out. */
 json_t *cm_tooldefs_load(cm_err *err);
+/* The same from another text of that form (tooldefs-check, for its tests). */
+json_t *cm_tooldefs_parse(const char *text, cm_err *err);
 
 #endif

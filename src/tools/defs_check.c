@@ -1,6 +1,6 @@
 /* tooldefs-check: the build's check of the tool definitions against the code.
  *
- *     tooldefs-check STAMP
+ *     tooldefs-check STAMP [DEFS.json]
  *
  * Run by meson after it links the library (src/tools/defs/meson.build); a
  * failure fails the build, naming the file and the tool.  It checks what
@@ -9,7 +9,9 @@
  * its fields, that each toolset is one CONTAINER_MCP_TOOLSETS knows, that
  * every definition has a handler and every handler a definition, and that the
  * server accepts every tool exactly as `serve` registers them.  On success it
- * writes STAMP, the file meson waits for. */
+ * writes STAMP, the file meson waits for.  DEFS.json (embed.py --json)
+ * replaces the embedded definitions: tests/build/ checks this check with it. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,6 +74,8 @@ static int check_schemas(const char *file, const char *name, const json_t *def) 
 
 static int check_tool(const char *file, const json_t *def) {
         const char *name = cm_json_str(def, "name");
+        if (!name) /* embed.py refuses it first */
+                return fail(file, "?", "", "no \"name\"");
         if (!cm_tool_handler_find(name))
                 return fail(file, name, "",
                             "no handler; add {\"<name>\", <function>} to a cm_tool_handler table in src/tools/, "
@@ -85,7 +89,8 @@ static bool defined(const json_t *defs, const char *name) {
         size_t i, j;
         json_array_foreach(defs, i, file) {
                 json_array_foreach(json_object_get(file, "tools"), j, def) {
-                        if (strcmp(cm_json_str(def, "name"), name) == 0)
+                        const char *n = cm_json_str(def, "name");
+                        if (n && strcmp(n, name) == 0)
                                 return true;
                 }
         }
@@ -136,14 +141,14 @@ static int check_files(const json_t *defs) {
 }
 
 /* What `serve` does with every toolset on: the server must take each tool. */
-static int check_register(void) {
+static int check_register(const json_t *defs) {
         mcp_server_info info = {.name = "tooldefs-check", .version = "0", .instructions = ""};
         mcp_server *srv = mcp_server_new(&info, NULL);
         cm_config cfg = {0};
         cm_err err = CM_ERR_INIT;
         int r = cm_config_set_toolsets(&cfg, "all", &err);
         if (r == 0)
-                r = cm_tools_register(srv, &cfg, &err);
+                r = cm_tools_register_defs(srv, &cfg, defs, &err);
         if (r < 0)
                 fprintf(stderr, "tool definitions: the server refuses them: %s\n", err.msg);
         cm_strv_free(cfg.toolsets);
@@ -151,23 +156,40 @@ static int check_register(void) {
         return r;
 }
 
+static json_t *load_file(const char *path, cm_err *err) {
+        cleanup_free char *text = NULL;
+        size_t len = 0;
+        FILE *f = fopen(path, "re");
+        if (!f) {
+                (void)cm_err_sys(err, errno, "%s", path);
+                return NULL;
+        }
+        ssize_t n = getdelim(&text, &len, '\0', f);
+        (void)fclose(f);
+        if (n < 0) {
+                (void)cm_err_set(err, EIO, "%s: cannot read it", path);
+                return NULL;
+        }
+        return cm_tooldefs_parse(text, err);
+}
+
 int main(int argc, char **argv) {
         cm_err err = CM_ERR_INIT;
         cleanup_json json_t *defs = NULL;
         FILE *stamp;
         int r;
-        if (argc != 2) {
-                fprintf(stderr, "usage: tooldefs-check STAMP\n");
+        if (argc != 2 && argc != 3) {
+                fprintf(stderr, "usage: tooldefs-check STAMP [DEFS.json]\n");
                 return 2;
         }
-        if (!(defs = cm_tooldefs_load(&err))) {
+        if (!(defs = argc == 3 ? load_file(argv[2], &err) : cm_tooldefs_load(&err))) {
                 fprintf(stderr, "tool definitions: %s\n", err.msg);
                 return 1;
         }
         /* Both lists in full, then what the server says. */
         r = check_files(defs);
         r = check_handlers(defs) < 0 ? -1 : r;
-        if (r < 0 || check_register() < 0)
+        if (r < 0 || check_register(defs) < 0)
                 return 1;
         if (!(stamp = fopen(argv[1], "we")) || fprintf(stamp, "%zu tool definition files checked\n",
                                                        json_array_size(defs)) < 0 || fclose(stamp) != 0) {

@@ -27,10 +27,12 @@ static int register_tool(mcp_server *srv, const json_t *def, cm_err *err) {
 
 int cm_tools_register(mcp_server *srv, const cm_config *cfg, cm_err *err) {
         cleanup_json json_t *defs = cm_tooldefs_load(err);
+        return defs ? cm_tools_register_defs(srv, cfg, defs, err) : -1;
+}
+
+int cm_tools_register_defs(mcp_server *srv, const cm_config *cfg, const json_t *defs, cm_err *err) {
         const json_t *file, *def;
         size_t i, j;
-        if (!defs)
-                return -1;
         json_array_foreach(defs, i, file) {
                 if (!cm_toolset_enabled(cfg, cm_json_str(file, "toolset")))
                         continue;

@@ -69,6 +69,8 @@ void cm_app_close(cm_app *app);
 /* Register the tools of every enabled toolset, in the order of the
  * definition files (the order of tools/list). */
 int cm_tools_register(mcp_server *srv, const cm_config *cfg, cm_err *err);
+/* The same with definitions parsed by cm_tooldefs_parse (tooldefs-check). */
+int cm_tools_register_defs(mcp_server *srv, const cm_config *cfg, const json_t *defs, cm_err *err);
 
 /* The system_status document, also printed by `container-mcp status`. */
 json_t *cm_status_json(cm_app *app, const char *protocol_version);
