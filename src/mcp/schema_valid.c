@@ -196,8 +196,8 @@ static int valid_node(check *c, const json_t *schema) {
         return r;
 }
 
-int mcp_schema_valid(const json_t *schema, cm_err *err) {
-        cleanup_check check c = {.err = err, .schema_only = true};
+static int valid_root(const json_t *schema, bool strict, cm_err *err) {
+        cleanup_check check c = {.err = err, .schema_only = true, .strict = strict};
         if (!schema) {
                 (void)cm_err_set(err, EINVAL, "invalid schema: none given");
                 return -1;
@@ -205,11 +205,5 @@ int mcp_schema_valid(const json_t *schema, cm_err *err) {
         return valid_node(&c, schema) < 0 ? -1 : 0;
 }
 
-int mcp_schema_supported(const json_t *schema, cm_err *err) {
-        cleanup_check check c = {.err = err, .schema_only = true, .strict = true};
-        if (!schema) {
-                (void)cm_err_set(err, EINVAL, "invalid schema: none given");
-                return -1;
-        }
-        return valid_node(&c, schema) < 0 ? -1 : 0;
-}
+int mcp_schema_valid(const json_t *schema, cm_err *err) { return valid_root(schema, false, err); }
+int mcp_schema_supported(const json_t *schema, cm_err *err) { return valid_root(schema, true, err); }

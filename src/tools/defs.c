@@ -1,3 +1,4 @@
+/* The embedded tool definitions, parsed (tools/defs.h). */
 #include "tools/defs.h"
 
 #include <errno.h>
@@ -12,8 +13,7 @@ json_t *cm_tooldefs_parse(const char *text, cm_err *err) {
         size_t i, j;
         if (!json_is_array(defs)) {
                 json_decref(defs);
-                (void)cm_err_set(err, EINVAL, "tool definitions: not a JSON array: %s (line %d)", jerr.text,
-                                 jerr.line);
+                (void)cm_err_set(err, EINVAL, "tool definitions: not a JSON array: %s (line %d)", jerr.text, jerr.line);
                 return NULL;
         }
         json_array_foreach(defs, i, file) {

@@ -111,8 +111,8 @@ static int check_handlers(const json_t *defs) {
                                         name, f->file, DEFS_DIR);
                                 r = -1;
                         } else if (cm_tool_handler_find(name) != &f->handlers[j]) {
-                                fprintf(stderr, "tool definitions: tool %s: two handlers (one in %s); keep one\n",
-                                        name, f->file);
+                                fprintf(stderr, "tool definitions: tool %s: two handlers (one in %s); keep one\n", name,
+                                        f->file);
                                 r = -1;
                         }
                 }
@@ -191,8 +191,8 @@ int main(int argc, char **argv) {
         r = check_handlers(defs) < 0 ? -1 : r;
         if (r < 0 || check_register(defs) < 0)
                 return 1;
-        if (!(stamp = fopen(argv[1], "we")) || fprintf(stamp, "%zu tool definition files checked\n",
-                                                       json_array_size(defs)) < 0 || fclose(stamp) != 0) {
+        if (!(stamp = fopen(argv[1], "we")) ||
+            fprintf(stamp, "%zu tool definition files checked\n", json_array_size(defs)) < 0 || fclose(stamp) != 0) {
                 perror(argv[1]);
                 return 1;
         }

@@ -47,10 +47,10 @@ typedef struct cm_tool_family {
         size_t n_handlers;
 } cm_tool_family;
 
-extern const cm_tool_family cm_tools_containers; /* run_container, exec_in_container */
-extern const cm_tool_family cm_tools_lifecycle;  /* list, logs, stats, inspect, stop, remove */
-extern const cm_tool_family cm_tools_copy;       /* copy_files */
-extern const cm_tool_family cm_tools_status;     /* system_status */
+extern const cm_tool_family cm_tools_containers;  /* run_container, exec_in_container */
+extern const cm_tool_family cm_tools_lifecycle;   /* list, logs, stats, inspect, stop, remove */
+extern const cm_tool_family cm_tools_copy;        /* copy_files */
+extern const cm_tool_family cm_tools_status;      /* system_status */
 extern const cm_tool_family cm_tools_diagnostics; /* echo, sleep */
 
 /* Every family, NULL-terminated. */
