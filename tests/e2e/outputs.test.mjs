@@ -42,6 +42,11 @@ const cases = [
     expect: (r, ctx) => { ctx.id = r.id; assert.equal(r.state, 'running'); },
   },
   {
+    name: 'run_container', shape: 'detached, no name',
+    args: () => ({ image: 'host', command: ['sleep', '300'] }),
+    expect: (r, ctx) => { ctx.unnamed = r.id; assert.equal(r.name, null); assert.equal(r.state, 'running'); },
+  },
+  {
     name: 'exec_in_container', args: (ctx) => ({ container: ctx.id, command: ['sh', '-c', 'echo hi'] }),
     expect: (r) => assert.equal(r.stdout, 'hi\n'),
   },
@@ -64,6 +69,10 @@ const cases = [
   },
   { name: 'stop_container', args: (ctx) => ({ container: ctx.id, timeout: 1 }), expect: (r) => assert.equal(r.stopped, true) },
   { name: 'remove_container', args: (ctx) => ({ container: ctx.id, force: true }), expect: (r) => assert.equal(r.removed, true) },
+  {
+    name: 'remove_container', shape: 'running',
+    args: (ctx) => ({ container: ctx.unnamed, force: true }), expect: (r) => assert.equal(r.removed, true),
+  },
 ];
 
 let nativeReason = null;
