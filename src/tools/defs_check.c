@@ -2,7 +2,7 @@
  *
  *     tooldefs-check STAMP [DEFS.json]
  *
- * Run by meson after it links the library (src/tools/defs/meson.build); a
+ * Run by meson after it links the library (src/meson.build); a
  * failure fails the build, naming the file and the tool.  It checks what
  * embed.py cannot see: that each schema is one the server's own validator
  * enforces in full (mcp_schema_supported), that each outputSchema describes
@@ -37,17 +37,18 @@ static bool toolset_known(const char *name) {
         return false;
 }
 
-/* "required", or alternatives (anyOf, oneOf) that each say it. */
+/* A non-empty "required", or alternatives (anyOf, oneOf) that each give one:
+ * a schema every object passes, {} included, describes nothing. */
 static bool states_required(const json_t *schema) {
         static const char *const alternatives[] = {"anyOf", "oneOf"};
         const json_t *alt;
         size_t i;
-        if (json_is_array(json_object_get(schema, "required")))
+        if (json_array_size(json_object_get(schema, "required")) > 0)
                 return true;
         for (size_t k = 0; k < ARRAY_SIZE(alternatives); k++) {
                 const json_t *alts = json_object_get(schema, alternatives[k]);
                 bool all = json_array_size(alts) > 0;
-                json_array_foreach(alts, i, alt) all = all && json_is_array(json_object_get(alt, "required"));
+                json_array_foreach(alts, i, alt) all = all && json_array_size(json_object_get(alt, "required")) > 0;
                 if (all)
                         return true;
         }
@@ -66,9 +67,9 @@ static int check_schemas(const char *file, const char *name, const json_t *def) 
          * of them are always there. */
         if (!json_is_object(json_object_get(out, "properties")) || !states_required(out))
                 return fail(file, name, "outputSchema",
-                            "give \"properties\" (each field of structuredContent with its type) and \"required\" "
-                            "(the fields every result has; or, for results of several shapes, an anyOf of "
-                            "schemas that each give \"required\")");
+                            "give \"properties\" (each field of structuredContent with its type) and a non-empty "
+                            "\"required\" (the fields every result has; or, for results of several shapes, an "
+                            "anyOf of schemas that each give \"required\")");
         return 0;
 }
 
