@@ -13,7 +13,7 @@ import os from 'node:os';
 import { after, before, describe, test } from 'node:test';
 
 import { eventually, httpRequest, initBody, mcpHeaders, mcpMessages, rawHttpSession, startHttp, stdioClient, tmpDir, withTimeout } from './lib.mjs';
-import { alive, call, cgroupLimits, nativeBackend, ok, procsWith } from './tools.mjs';
+import { alive, call, cgroupLimits, cgroupOf, nativeBackend, ok, procsWith } from './tools.mjs';
 
 const T = { timeout: 120000 };
 const state = tmpDir('cmcp-set-state-');
@@ -48,6 +48,22 @@ describe('CONTAINER_MCP_DEFAULT_MEMORY and CONTAINER_MCP_DEFAULT_CPUS', () => {
         assert.deepEqual(cgroupLimits(ok(await call(s, 'inspect_container', { container: e.id }))), { memory: 200 * 2 ** 20, cpus: 0.25 });
       } finally {
         for (const c of [d, e]) ok(await call(s, 'remove_container', { container: c.id, force: true }));
+      }
+      // Wait runs too, read while they run, then cancelled: the first starts
+      // a sandbox of its own, a later one may get a warm sandbox, whose
+      // limits are written when it is taken.
+      for (let i = 0; i < 2; i++) {
+        const m = marker();
+        const ac = new AbortController();
+        const p = call(s, 'run_container', { image: 'host', wait: true, command: ['sleep', m] }, { signal: ac.signal });
+        p.catch(() => {});
+        try {
+          const [pid] = await eventually(() => procsWith(m).length && procsWith(m), 20000, `the wait run's "sleep ${m}"`);
+          assert.deepEqual(cgroupLimits({ cgroup: cgroupOf(pid) }), { memory: 300 * 2 ** 20, cpus: 0.5 }, `wait run ${i}`);
+        } finally {
+          ac.abort();
+        }
+        await eventually(() => procsWith(m).length === 0, 20000, `"sleep ${m}" to go`);
       }
     } finally {
       await s.close().finally(() => s.kill());

@@ -61,10 +61,10 @@ export function procsWith(marker) {
   return found;
 }
 
-// The cgroup directories of `pid` on the host that are not the test's own
-// (the sandbox's), one per hierarchy: /sys/fs/cgroup/<controllers>/<path>
-// on v1, /sys/fs/cgroup/<path> on v2.
-export function ownCgroupDirs(pid) {
+// The cgroups of `pid` on the host that are not the test's own (the
+// sandbox's), by controller ('' for v2): /sys/fs/cgroup/<controllers>/<path>
+// on v1, the v2 mount's <path> on v2.
+function ownCgroups(pid) {
   const parse = (p) => {
     const m = new Map();
     for (const line of fs.readFileSync(`/proc/${p}/cgroup`, 'utf8').split('\n')) {
@@ -74,15 +74,26 @@ export function ownCgroupDirs(pid) {
     return m;
   };
   const mine = parse(process.pid);
-  const dirs = [];
+  // a hybrid host mounts v2 at /sys/fs/cgroup/unified
+  const v2 = fs.existsSync('/sys/fs/cgroup/cgroup.controllers') ? '/sys/fs/cgroup' : '/sys/fs/cgroup/unified';
+  const own = new Map();
   for (const [ctl, rel] of parse(pid)) {
     if (rel === mine.get(ctl) || rel === '/') continue;
-    // a hybrid host mounts v2 at /sys/fs/cgroup/unified
-    const v2 = fs.existsSync('/sys/fs/cgroup/cgroup.controllers') ? '/sys/fs/cgroup' : '/sys/fs/cgroup/unified';
-    const base = ctl === '' ? v2 : `/sys/fs/cgroup/${ctl.replace(/^name=/, '')}`;
-    dirs.push(path.join(base, rel));
+    const dir = path.join(ctl === '' ? v2 : `/sys/fs/cgroup/${ctl.replace(/^name=/, '')}`, rel);
+    if (fs.existsSync(dir)) own.set(ctl, dir);
   }
-  return dirs.filter((d) => fs.existsSync(d));
+  return own;
+}
+
+export const ownCgroupDirs = (pid) => [...ownCgroups(pid).values()];
+
+// The cgroup of `pid` as inspect_container describes one ({mode, dirs}),
+// for cgroupLimits.
+export function cgroupOf(pid) {
+  const own = ownCgroups(pid);
+  if (own.has('') && fs.existsSync('/sys/fs/cgroup/cgroup.controllers')) return { mode: 'v2', dirs: { memory: own.get(''), cpu: own.get('') } };
+  const find = (c) => [...own].find(([ctl]) => ctl.split(',').includes(c))?.[1];
+  return { mode: 'v1', dirs: { memory: find('memory'), cpu: find('cpu') } };
 }
 
 // The memory and cpu limits the kernel holds for a container, read from the
