@@ -168,31 +168,9 @@ describe('containers on the native runtime', () => {
     }
   });
 
-  test('cancellation stops a running wait-mode container and leaves nothing behind', T, async (t) => {
-    if (nativeReason) return t.skip(nativeReason);
-    const s = await open();
-    try {
-      const ac = new AbortController();
-      const p = call(s, 'run_container', { image: 'host', command: ['sleep', '120'], wait: true }, { signal: ac.signal });
-      // Abort once the container exists.
-      for (let i = 0; i < 200; i++) {
-        const all = ok(await call(s, 'list_containers', { all: true })).containers;
-        if (all.length) break;
-      }
-      const t0 = Date.now();
-      ac.abort();
-      await assert.rejects(p);
-      assert.ok(Date.now() - t0 < 2000);
-      let left = [];
-      for (let i = 0; i < 200; i++) {
-        left = ok(await call(s, 'list_containers', { all: true })).containers;
-        if (!left.length) break;
-      }
-      assert.deepEqual(left, []);
-    } finally {
-      await s.close().finally(() => s.kill());
-    }
-  });
+  // Cancellation of wait runs and execs: exec.test.mjs, which looks for
+  // the processes and the cgroup on the host (list_containers hides wait
+  // runs, so a test that listed them could not fail).
 
   test('policy: mounts under the allowlist only, symlinks resolved first, flag-like values refused', T, async (t) => {
     if (nativeReason) return t.skip(nativeReason);

@@ -2,6 +2,8 @@
 // a result or a refusal, and asking system_status what the native runtime
 // can do here (to skip, saying why, what this machine cannot run).
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 
 // setpriv's arguments that run the server as nobody.
 export const AS_NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'];
@@ -29,4 +31,83 @@ export async function nativeBackend(open) {
   } finally {
     await s.close().finally(() => s.kill());
   }
+}
+
+// ------------------------------------------------- real effects on the host --
+
+// Is `pid` a live process (not gone, not a zombie)?
+export function alive(pid) {
+  try {
+    return !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+// The host's processes whose command line holds `marker` as one argument:
+// how a test finds what a sandbox runs without asking the server.
+export function procsWith(marker) {
+  const found = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let argv;
+    try {
+      argv = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (argv.includes(marker) && alive(name)) found.push(Number(name));
+  }
+  return found;
+}
+
+// The cgroups of `pid` on the host that are not the test's own (the
+// sandbox's), by controller ('' for v2): /sys/fs/cgroup/<controllers>/<path>
+// on v1, the v2 mount's <path> on v2.
+function ownCgroups(pid) {
+  const parse = (p) => {
+    const m = new Map();
+    for (const line of fs.readFileSync(`/proc/${p}/cgroup`, 'utf8').split('\n')) {
+      const [, ctl, rel] = /^\d+:([^:]*):(.*)$/.exec(line) || [];
+      if (rel !== undefined) m.set(ctl, rel);
+    }
+    return m;
+  };
+  const mine = parse(process.pid);
+  // a hybrid host mounts v2 at /sys/fs/cgroup/unified
+  const v2 = fs.existsSync('/sys/fs/cgroup/cgroup.controllers') ? '/sys/fs/cgroup' : '/sys/fs/cgroup/unified';
+  const own = new Map();
+  for (const [ctl, rel] of parse(pid)) {
+    if (rel === mine.get(ctl) || rel === '/') continue;
+    const dir = path.join(ctl === '' ? v2 : `/sys/fs/cgroup/${ctl.replace(/^name=/, '')}`, rel);
+    if (fs.existsSync(dir)) own.set(ctl, dir);
+  }
+  return own;
+}
+
+export const ownCgroupDirs = (pid) => [...ownCgroups(pid).values()];
+
+// The cgroup of `pid` as inspect_container describes one ({mode, dirs}),
+// for cgroupLimits.
+export function cgroupOf(pid) {
+  const own = ownCgroups(pid);
+  if (own.has('') && fs.existsSync('/sys/fs/cgroup/cgroup.controllers')) return { mode: 'v2', dirs: { memory: own.get(''), cpu: own.get('') } };
+  const find = (c) => [...own].find(([ctl]) => ctl.split(',').includes(c))?.[1];
+  return { mode: 'v1', dirs: { memory: find('memory'), cpu: find('cpu') } };
+}
+
+// The memory and cpu limits the kernel holds for a container, read from the
+// cgroup dirs inspect_container names.
+export function cgroupLimits(insp) {
+  const { mode, dirs } = insp.cgroup;
+  const read = (dir, file) => fs.readFileSync(path.join(dir, file), 'utf8').trim();
+  if (mode === 'v2' || mode === 'unified') {
+    const dir = dirs.memory ?? dirs.cpu ?? Object.values(dirs)[0];
+    const [quota, period] = read(dirs.cpu ?? dir, 'cpu.max').split(' ');
+    return { memory: Number(read(dir, 'memory.max')), cpus: Number(quota) / Number(period) };
+  }
+  return {
+    memory: Number(read(dirs.memory, 'memory.limit_in_bytes')),
+    cpus: Number(read(dirs.cpu, 'cpu.cfs_quota_us')) / Number(read(dirs.cpu, 'cpu.cfs_period_us')),
+  };
 }
