@@ -116,10 +116,7 @@ static long c_userfaultfd(void) { return syscall(SYS_userfaultfd, O_CLOEXEC | UF
 static long c_mount(void) { return syscall(SYS_mount, "none", "/nonexistent-cm-probe", "tmpfs", 0, NULL); }
 static long c_fsopen(void) { return syscall(SYS_fsopen, "tmpfs", 0); }
 static long c_open_tree(void) { return syscall(SYS_open_tree, AT_FDCWD, "/", 0); }
-static long c_setns(void) {
-        int fd = open("/proc/self/ns/uts", O_RDONLY | O_CLOEXEC);
-        return syscall(SYS_setns, fd, 0);
-}
+static long c_setns(void) { return syscall(SYS_setns, -1, 0); /* the kernel: EBADF */ }
 static long c_set_mempolicy(void) { return syscall(SYS_set_mempolicy, MPOL_DEFAULT, NULL, 0); }
 static long c_move_pages(void) { return syscall(SYS_move_pages, 0, 0, NULL, NULL, NULL, 0); }
 static long c_kexec_load(void) { return syscall(SYS_kexec_load, 0, 0, NULL, 0xdead0000ul); }
