@@ -4,8 +4,8 @@
  * sandbox needs still work); stop kills a main process that ignores
  * SIGTERM once the grace is over; the log file stops at its cap while the
  * writer runs on; exec output stops at its cap; a detached sandbox's limits
- * are the ones in its cgroup (or its rlimits); no fd or environment of the
- * server reaches a sandbox. */
+ * are the ones in its cgroup (or its rlimits), its read-only root holds
+ * for every exec; no fd or environment of the server reaches a sandbox. */
 #include "nt.h"
 
 #include <dirent.h>
@@ -384,6 +384,59 @@ static void test_detached_limits(void **state) {
         (void)state;
 }
 
+/* ---- a detached sandbox's file systems ---------------------------------- */
+
+static void exec_sh(const char *id, const char *script, cm_exec_result *r) {
+        char *argv[] = {S("/bin/sh"), S("-c"), S(script), NULL};
+        cm_exec_spec es = {.argv = argv, .argc = 3, .timeout_ms = 20000};
+        cm_err err = CM_ERR_INIT;
+        if (nt_b->ops->exec(nt_b, id, &es, NULL, r, &err) < 0)
+                fail_msg("exec %s: %s", script, err.msg);
+}
+
+static char *run_fs(bool readonly) {
+        char *argv[] = {S("/probe/nt_probe"), S("ignore-term"), NULL};
+        cm_run_spec spec = {.image = "host",
+                            .argv = argv,
+                            .argc = 2,
+                            .mounts = &probe_mount,
+                            .n_mounts = 1,
+                            .readonly_rootfs = readonly,
+                            .tmpfs_bytes = 16 << 20};
+        cm_err err = CM_ERR_INIT;
+        char *id = NULL;
+        if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
+                fail_msg("run: %s", err.msg);
+        return id;
+}
+
+/* readonlyRootfs holds for every exec in a detached container, not only
+ * for its main process; /tmp stays writable and has the size asked for;
+ * without readonlyRootfs the root takes writes (so the refusal is the
+ * setting's doing). */
+static void test_detached_readonly_rootfs(void **state) {
+        cleanup_free char *ro = run_fs(true), *rw = run_fs(false);
+        cm_exec_result r;
+
+        exec_sh(ro, "touch /x 2>&1; touch /root/x 2>&1; touch /tmp/x && echo tmp-ok; stat -f -c '%b %S' /tmp", &r);
+        assert_non_null(strstr(r.out, "touch: cannot touch '/x': Read-only file system\n"));
+        assert_non_null(strstr(r.out, "touch: cannot touch '/root/x': Read-only file system\n"));
+        assert_non_null(strstr(r.out, "tmp-ok\n"));
+        {
+                unsigned long long blocks = 0, bsize = 0;
+                const char *p = strstr(r.out, "tmp-ok\n") + 7;
+                assert_int_equal(sscanf(p, "%llu %llu", &blocks, &bsize), 2);
+                assert_int_equal(blocks * bsize, 16 << 20);
+        }
+        cm_exec_result_clear(&r);
+        exec_sh(rw, "touch /x /root/x && echo root-ok", &r);
+        assert_string_equal(r.out, "root-ok\n");
+        cm_exec_result_clear(&r);
+        remove_container(ro);
+        remove_container(rw);
+        (void)state;
+}
+
 /* ---- nothing of the host ------------------------------------------------ */
 
 #define SERVER_SECRET "cm-server-secret-4c1d"
@@ -486,6 +539,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_seccomp_rules),     cmocka_unit_test(test_stop_escalates_to_sigkill),
                 cmocka_unit_test(test_log_capped),        cmocka_unit_test(test_exec_output_capped),
                 cmocka_unit_test(test_detached_limits),   cmocka_unit_test(test_nothing_of_the_host),
+                cmocka_unit_test(test_detached_readonly_rootfs),
         };
         int r;
         find_probe();
