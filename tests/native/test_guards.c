@@ -94,24 +94,20 @@ static bool exited(int pidfd, int ms) {
 }
 
 /* The container's main process: the init's only child, by the host's
- * /proc.  Polled: the init forks it right after start. */
+ * /proc.  run returns once it has exec'd (sandbox.c, #1), so it is there. */
 static pid_t main_pid(pid_t init) {
         char path[64], buf[64];
-        for (int i = 0; i < 3000; i++) {
-                int fd, n;
-                (void)snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init, (int)init);
-                fd = open(path, O_RDONLY | O_CLOEXEC);
-                assert_true(fd >= 0);
-                n = (int)read(fd, buf, sizeof buf - 1);
-                (void)close(fd);
-                if (n > 0) {
-                        buf[n] = 0;
-                        return (pid_t)atoi(buf);
-                }
-                (void)poll(NULL, 0, 10); /* between looks, not a verdict */
-        }
-        fail_msg("init %d never started its main process", (int)init);
-        return 0;
+        int fd;
+        ssize_t n;
+        (void)snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init, (int)init);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        n = read(fd, buf, sizeof buf - 1);
+        (void)close(fd);
+        if (n <= 0)
+                fail_msg("init %d has no main process", (int)init);
+        buf[n] = 0;
+        return (pid_t)atoi(buf);
 }
 
 static void remove_container(const char *id) {

@@ -239,7 +239,7 @@ static void test_run_wait_orphan(void **state) {
 }
 
 /* The main process of a sandbox: its init's only child, by the host's
- * /proc (the init forks it before run returns the id). */
+ * /proc (run returns once it has exec'd: sandbox.c, #1). */
 static pid_t child_of(pid_t init) {
         char path[64], buf[64] = "";
         int fd;
