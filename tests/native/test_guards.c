@@ -532,9 +532,12 @@ static void test_nothing_of_the_host(void **state) {
 
 int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_seccomp_rules),     cmocka_unit_test(test_stop_escalates_to_sigkill),
-                cmocka_unit_test(test_log_capped),        cmocka_unit_test(test_exec_output_capped),
-                cmocka_unit_test(test_detached_limits),   cmocka_unit_test(test_nothing_of_the_host),
+                cmocka_unit_test(test_seccomp_rules),
+                cmocka_unit_test(test_stop_escalates_to_sigkill),
+                cmocka_unit_test(test_log_capped),
+                cmocka_unit_test(test_exec_output_capped),
+                cmocka_unit_test(test_detached_limits),
+                cmocka_unit_test(test_nothing_of_the_host),
                 cmocka_unit_test(test_detached_readonly_rootfs),
         };
         int r;

@@ -404,10 +404,8 @@ static void test_adopted(void **state) {
 
 int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_reaped_after_kill),
-                cmocka_unit_test(test_run_wait_orphan),
-                cmocka_unit_test(test_adopted),
-                cmocka_unit_test(test_reaped_while_running),
+                cmocka_unit_test(test_reaped_after_kill), cmocka_unit_test(test_run_wait_orphan),
+                cmocka_unit_test(test_adopted),           cmocka_unit_test(test_reaped_while_running),
                 cmocka_unit_test(test_live_servers_kept),
         };
         int r;
