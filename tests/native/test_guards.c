@@ -178,42 +178,50 @@ static void test_seccomp_rules(void **state) {
 
 /* ---- stop --------------------------------------------------------------- */
 
-/* A main process that ignores SIGTERM: after the shortest grace (1 s) stop
- * kills it.  The init and the main process are gone from the host's
- * process table (their pidfds say they exited), and the cgroup holds no
- * process. */
-static void test_stop_escalates_to_sigkill(void **state) {
+/* The cgroup of a container holds no process (or is gone). */
+static void cgroup_empty(const char *id) {
+        json_t *j = inspect(id), *d;
+        const char *k;
+        json_object_foreach(json_object_get(json_object_get(j, "cgroup"), "dirs"), k, d) {
+                cleanup_free char *procs = xasprintf("%s/cgroup.procs", json_string_value(d));
+                char buf[64];
+                int fd = open(procs, O_RDONLY | O_CLOEXEC);
+                ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf) : 0;
+                if (fd >= 0)
+                        (void)close(fd);
+                if (n != 0)
+                        fail_msg("%s still holds processes after stop", procs);
+        }
+        json_decref(j);
+}
+
+/* stop with this grace on a main process that ignores SIGTERM: when stop
+ * has returned, the init and the main process have exited (their pidfds
+ * say so; the wait is generous for a loaded machine, but a process that
+ * ignores TERM and is never killed would not exit at all), and the cgroup
+ * is empty. */
+static void stop_kills(int grace) {
         char *argv[] = {S("/probe/nt_probe"), S("ignore-term"), NULL};
         cleanup_free char *id = run_detached(argv, 128 << 20, 64, 0);
         pid_t init = init_pid(id), main = main_pid(init);
         int ifd = pidfd_of(init), mfd = pidfd_of(main);
         cm_err err = CM_ERR_INIT;
-        json_t *j;
 
-        assert_int_equal(nt_b->ops->stop(nt_b, id, 1, &err), 0);
-        /* stop has returned; each must have exited (generous: a loaded
-         * machine, but a process that ignores TERM never would) */
-        assert_true(exited(mfd, 60000));
-        assert_true(exited(ifd, 60000));
+        assert_int_equal(nt_b->ops->stop(nt_b, id, grace, &err), 0);
+        if (!exited(mfd, 60000) || !exited(ifd, 60000))
+                fail_msg("stop with grace %d returned, but %s still runs", grace, id);
         (void)waitpid(init, NULL, WNOHANG); /* ours, should stop not have reaped it */
-        j = inspect(id);
-        {
-                json_t *d;
-                const char *k;
-                json_object_foreach(json_object_get(json_object_get(j, "cgroup"), "dirs"), k, d) {
-                        cleanup_free char *procs = xasprintf("%s/cgroup.procs", json_string_value(d));
-                        char buf[64];
-                        int fd = open(procs, O_RDONLY | O_CLOEXEC);
-                        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf) : 0;
-                        if (fd >= 0)
-                                (void)close(fd);
-                        assert_int_equal(n, 0); /* empty, or gone */
-                }
-        }
-        json_decref(j);
+        cgroup_empty(id);
         (void)close(ifd);
         (void)close(mfd);
         remove_container(id);
+}
+
+/* SIGTERM, then SIGKILL once the grace (the shortest: 1 s) is over; with
+ * no grace, SIGKILL at once. */
+static void test_stop_escalates_to_sigkill(void **state) {
+        stop_kills(1);
+        stop_kills(0);
         (void)state;
 }
 
