@@ -238,6 +238,131 @@ static void test_run_wait_orphan(void **state) {
         (void)state;
 }
 
+/* The main process of a sandbox: its init's only child, by the host's
+ * /proc (run returns once it has exec'd: sandbox.c, #1). */
+static pid_t child_of(pid_t init) {
+        char path[64], buf[64] = "";
+        int fd;
+        ssize_t n;
+        (void)snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init, (int)init);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        n = read(fd, buf, sizeof buf - 1);
+        (void)close(fd);
+        assert_true(n > 0);
+        buf[n] = 0;
+        return (pid_t)atoi(buf);
+}
+
+/* Exited, within a deadline generous enough for a loaded machine. */
+static bool gone_within(int pidfd, int ms) {
+        struct pollfd p = {pidfd, POLLIN, 0};
+        bool gone = poll(&p, 1, ms) == 1;
+        (void)close(pidfd);
+        return gone;
+}
+
+/* Nothing mounted anywhere in the state dir (the host's mount table). */
+static void no_mounts_in_state_dir(void) {
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        char line[4096];
+        assert_non_null(f);
+        while (fgets(line, sizeof line, f))
+                if (strstr(line, nt_state_dir))
+                        fail_msg("still mounted: %s", line);
+        (void)fclose(f);
+}
+
+/* A sandbox still running when the next server starts: its server had
+ * CONTAINER_MCP_ORPHANS=adopt (so no lifeline), the next one reaps.  The
+ * reaping kills it, init and main process, and removes its cgroups and its
+ * record; deleting only the record would leave a sandbox nobody manages. */
+static void test_reaped_while_running(void **state) {
+        server_a a;
+        char line[256], id[64], *cg[8];
+        long long init = 0;
+        size_t ncg, n = 9;
+        int ifd, mfd;
+        cm_backend *b2;
+        cm_container_info *v = NULL;
+        cm_err err = CM_ERR_INIT;
+        cleanup_free char *dir = NULL;
+        struct pollfd p;
+
+        (void)setenv("CONTAINER_MCP_ORPHANS", "adopt", 1);
+        a = start_server(run_sleeper);
+        (void)unsetenv("CONTAINER_MCP_ORPHANS"); /* for the next server */
+        read_line(a.from, line, sizeof line);
+        assert_int_equal(sscanf(line, "%63s %lld", id, &init), 2);
+        ifd = pidfd_of((pid_t)init);
+        mfd = pidfd_of(child_of((pid_t)init));
+        ncg = record_cgroups(id, cg, 8);
+        kill_server(&a);
+        p = (struct pollfd){ifd, POLLIN, 0};
+        assert_int_equal(poll(&p, 1, 0), 0); /* no lifeline: it runs on */
+
+        b2 = nt_open_fresh(); /* CONTAINER_MCP_ORPHANS unset: reap */
+        p = (struct pollfd){ifd, POLLIN, 0};
+        if (poll(&p, 1, 60000) != 1) {
+                (void)syscall(SYS_pidfd_send_signal, ifd, SIGKILL, NULL, 0); /* leave nothing behind */
+                fail_msg("the init (%lld) of reaped %s still runs", init, id);
+        }
+        (void)close(ifd);
+        assert_true(gone_within(mfd, 60000));
+        (void)waitpid((pid_t)init, NULL, WNOHANG); /* ours now (subreaper): no zombie either */
+        assert_int_equal(b2->ops->list(b2, true, &v, &n, &err), 0);
+        assert_int_equal(n, 0);
+        free(v);
+        dir = xasprintf("%s/containers/%s", nt_state_dir, id);
+        assert_int_equal(access(dir, F_OK), -1);
+        for (size_t i = 0; i < ncg; i++) {
+                if (access(cg[i], F_OK) == 0)
+                        fail_msg("cgroup %s of reaped %s is still there", cg[i], id);
+                free(cg[i]);
+        }
+        no_mounts_in_state_dir();
+        b2->ops->free(b2);
+        (void)state;
+}
+
+/* A new server reaps only dead servers' sandboxes: one whose server lives
+ * keeps running, and the new server can exec in it. */
+static void test_live_servers_kept(void **state) {
+        server_a a = start_server(run_sleeper);
+        char line[256], id[64];
+        long long init = 0;
+        cm_backend *b2, *b3;
+        char *argv[] = {S("echo"), S("still here"), NULL};
+        cm_exec_spec es = {.argv = argv, .argc = 2, .timeout_ms = 20000};
+        cm_exec_result r;
+        cm_container_info *v = NULL;
+        size_t n = 0;
+        cm_err err = CM_ERR_INIT;
+        int ifd;
+        struct pollfd p;
+
+        read_line(a.from, line, sizeof line);
+        assert_int_equal(sscanf(line, "%63s %lld", id, &init), 2);
+        ifd = pidfd_of((pid_t)init);
+        b2 = nt_open_fresh(); /* server A still runs */
+        p = (struct pollfd){ifd, POLLIN, 0};
+        assert_int_equal(poll(&p, 1, 0), 0);
+        if (b2->ops->exec(b2, id, &es, NULL, &r, &err) < 0)
+                fail_msg("exec in server A's %s after a second server started: %s", id, err.msg);
+        assert_string_equal(r.out, "still here\n");
+        cm_exec_result_clear(&r);
+        kill_server(&a);
+        assert_true(gone_within(ifd, 60000)); /* the lifeline */
+        (void)waitpid((pid_t)init, NULL, WNOHANG);
+        b2->ops->free(b2);
+        b3 = nt_open_fresh(); /* reaps A's record */
+        assert_int_equal(b3->ops->list(b3, true, &v, &n, &err), 0);
+        assert_int_equal(n, 0);
+        free(v);
+        b3->ops->free(b3);
+        (void)state;
+}
+
 /* CONTAINER_MCP_ORPHANS=adopt: the sandbox outlives its server and the next
  * server lists it, execs in it and removes it. */
 static void test_adopted(void **state) {
@@ -268,8 +393,10 @@ static void test_adopted(void **state) {
         assert_int_equal(b2->ops->exec(b2, id, &es, NULL, &r, &err), 0);
         assert_string_equal(r.out, "adopted\n");
         cm_exec_result_clear(&r);
-        assert_int_equal(b2->ops->remove(b2, id, true, &err), 0);
+        /* stop reaches it: the init really goes */
+        assert_int_equal(b2->ops->stop(b2, id, 10, &err), 0);
         wait_gone(fd);
+        assert_int_equal(b2->ops->remove(b2, id, false, &err), 0);
         b2->ops->free(b2);
         (void)unsetenv("CONTAINER_MCP_ORPHANS");
         (void)state;
@@ -277,9 +404,9 @@ static void test_adopted(void **state) {
 
 int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_reaped_after_kill),
-                cmocka_unit_test(test_run_wait_orphan),
-                cmocka_unit_test(test_adopted),
+                cmocka_unit_test(test_reaped_after_kill), cmocka_unit_test(test_run_wait_orphan),
+                cmocka_unit_test(test_adopted),           cmocka_unit_test(test_reaped_while_running),
+                cmocka_unit_test(test_live_servers_kept),
         };
         int r;
         /* Sandboxes orphaned by a killed server A come to us, not to the

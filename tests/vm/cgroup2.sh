@@ -14,7 +14,7 @@
 # Environment:
 #   CM_VM_BUILD    the build dir (default: build/ of this checkout)
 #   CM_VM_CACHE    where the kernel is kept (default: $CM_VM_BUILD/vm-cache)
-#   CM_VM_TESTS    native tests to run (default: run limits lifecycle restart contain records image_copy)
+#   CM_VM_TESTS    native tests to run (default: run limits lifecycle restart contain records image_copy guards)
 #   CM_VM_TIMEOUT  seconds for the whole VM (default 900); each test gets 180
 #   CM_VM_VERBOSE  1: the kernel's messages on the console too
 #   CM_VM_ACCEL    qemu's accelerator (default tcg; kvm where it works)
@@ -24,7 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 build=$(realpath -m "${CM_VM_BUILD:-$repo/build}")
 cache=$(realpath -m "${CM_VM_CACHE:-$build/vm-cache}")
-read -r -a tests <<<"${CM_VM_TESTS:-run limits lifecycle restart contain records image_copy}"
+read -r -a tests <<<"${CM_VM_TESTS:-run limits lifecycle restart contain records image_copy guards}"
 vm_timeout=${CM_VM_TIMEOUT:-900}
 
 skip() {
