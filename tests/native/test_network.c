@@ -416,10 +416,17 @@ static void test_helper_confined(void **state) {
         assert_true(helper > 0);
         if (strcmp(stack, "pasta") == 0)
                 allowed |= 1ull << 21; /* CAP_SYS_ADMIN */
-        status_field(helper, "Seccomp", seccomp, sizeof seccomp);
-        status_field(helper, "CapEff", capeff, sizeof capeff);
-        status_field(helper, "NoNewPrivs", nnp, sizeof nnp);
-        caps = strtoull(capeff, NULL, 16);
+        /* The helper confines itself once its set-up is done, which may be
+         * just after run returns: wait for it, up to a generous deadline. */
+        for (int i = 0; i < 3000; i++) {
+                status_field(helper, "Seccomp", seccomp, sizeof seccomp);
+                status_field(helper, "CapEff", capeff, sizeof capeff);
+                status_field(helper, "NoNewPrivs", nnp, sizeof nnp);
+                caps = strtoull(capeff, NULL, 16);
+                if (strcmp(seccomp, "2") == 0 && strcmp(nnp, "1") == 0 && !(caps & ~allowed))
+                        break;
+                (void)usleep(10000);
+        }
         if (strcmp(seccomp, "2") != 0 || strcmp(nnp, "1") != 0 || (caps & ~allowed))
                 fail_msg("the network helper %s (pid %d) runs with Seccomp: %s, NoNewPrivs: %s, CapEff: %s", stack,
                          (int)helper, seccomp, nnp, capeff);
