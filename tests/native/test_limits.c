@@ -12,7 +12,7 @@ static void test_pids_limit(void **state) {
         cm_run_spec spec = {.pids = 32, .timeout_ms = 20000};
         cm_exec_result r;
         if (root_without_cgroups())
-                skip(); /* RLIMIT_NPROC does not bind real root */
+                skip_because("root without cgroups: RLIMIT_NPROC, the fallback, does not bind real root");
         nt_py("import os, errno, time\n"
               "n = 0\n"
               "while n < 200:\n"
@@ -43,7 +43,7 @@ static void test_fork_bomb(void **state) {
         cm_exec_result r;
         cm_err err = CM_ERR_INIT;
         if (root_without_cgroups())
-                skip();
+                skip_because("root without cgroups: RLIMIT_NPROC, the fallback, does not bind real root");
         assert_int_equal(nt_run_spec(&spec, &r, &err), 0);
         assert_true(r.timed_out);
         assert_true(r.duration_ms < 10000);
@@ -107,7 +107,7 @@ static void test_cpu_limit(void **state) {
         cm_exec_result r;
         double ratio;
         if (!nt_cgroups())
-                skip(); /* no rlimit expresses a CPU share */
+                skip_because("no cgroups here, and no rlimit expresses a CPU share");
         nt_py("import time\n"
               "w0, c0 = time.monotonic(), time.process_time()\n"
               "while time.monotonic() - w0 < 1.0: pass\n"
