@@ -6,8 +6,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { stdioClient, tmpDir } from './lib.mjs';
-import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
+import { eventually, stdioClient, tmpDir } from './lib.mjs';
+import { AS_NOBODY, call, cgroupLimits, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 60000 };
 
@@ -45,10 +45,12 @@ async function run(s, command, extra = {}) {
 
 let nativeReason = null;
 let netReason = null;
+let cgroupMode = 'none';
 
 before(async () => {
   const { reason, details } = await nativeBackend(open);
   nativeReason = reason;
+  cgroupMode = details?.cgroup || 'none';
   if (!reason && (details.network_stack === 'none' || !details.network_stack))
     netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
 });
@@ -76,7 +78,7 @@ describe('containers on the native runtime', () => {
     const s = await open({ CONTAINER_MCP_AGENT_NAME: 'e2e-agent' });
     try {
       const started = ok(await call(s, 'run_container', {
-        image: 'host', name: 'keeper', command: ['sh', '-c', 'echo started; exec sleep 300'],
+        image: 'host', name: 'keeper', command: ['sh', '-c', 'echo started; exec sleep 300'], memory: '256m', cpus: 1,
       }));
       assert.equal(started.name, 'keeper');
       const ex = ok(await call(s, 'exec_in_container', {
@@ -97,9 +99,20 @@ describe('containers on the native runtime', () => {
 
       const stats = ok(await call(s, 'container_stats', { container: 'keeper' }));
       assert.ok(stats.pids >= 1, JSON.stringify(stats));
-      assert.ok(stats.memoryLimitBytes > 0, JSON.stringify(stats));
-      assert.ok(stats.cpuUsec >= 0 && stats.ioWriteBytes >= 0, JSON.stringify(stats));
+      assert.equal(stats.memoryLimitBytes, 256 << 20, JSON.stringify(stats));
+      assert.equal(typeof stats.ioWriteBytes, 'number', JSON.stringify(stats));
       assert.match(stats.source, /^(cgroup v[12]|\/proc)/, JSON.stringify(stats));
+      // CPU time grows while the container burns CPU (a busy loop left
+      // running, so even the /proc source, which sums live processes, sees it).
+      const busy = ok(await call(s, 'exec_in_container', {
+        container: 'keeper', command: ['sh', '-c', 'sh -c "while :; do :; done" >/dev/null 2>&1 & echo $!'],
+      })).stdout.trim();
+      const burnt = await eventually(async () => {
+        const now = ok(await call(s, 'container_stats', { container: 'keeper' }));
+        return now.cpuUsec >= stats.cpuUsec + 200000 && now;
+      }, 30000, `cpuUsec to grow by 0.2 s from ${stats.cpuUsec} while a busy loop runs`);
+      assert.ok(burnt.pids > stats.pids, JSON.stringify(burnt));
+      ok(await call(s, 'exec_in_container', { container: 'keeper', command: ['kill', busy] }));
       const logs = ok(await call(s, 'container_logs', { container: 'keeper' }));
       assert.match(logs.logs, /started/);
       const recent = ok(await call(s, 'container_logs', { container: 'keeper', since: '1h', tail: 1 }));
@@ -107,8 +120,21 @@ describe('containers on the native runtime', () => {
       const future = ok(await call(s, 'container_logs', { container: 'keeper', since: Math.floor(Date.now() / 1000) + 3600 }));
       assert.equal(future.logs, '');
       refused(await call(s, 'container_logs', { container: 'keeper', since: 'yesterday' }), /since/, /RFC 3339/, /10m/);
+      // inspect tells what was asked, and the kernel holds it.
       const insp = ok(await call(s, 'inspect_container', { container: started.id }));
       assert.equal(insp.id, started.id);
+      assert.equal(insp.name, 'keeper');
+      assert.equal(insp.image, 'host');
+      assert.equal(insp.state, 'running');
+      assert.deepEqual(insp.argv, ['sh', '-c', 'echo started; exec sleep 300']);
+      assert.equal(insp.limits.memory_bytes, 256 << 20);
+      assert.equal(insp.limits.cpus, 1);
+      assert.deepEqual(insp.labels, mine.labels);
+      assert.equal(insp.network, false);
+      assert.deepEqual(insp.ports, []);
+      assert.ok(fs.existsSync(`/proc/${insp.init.pid}`), `init.pid ${insp.init.pid} is a live process of the host`);
+      if (insp.cgroup?.mode && insp.cgroup.mode !== 'none')
+        assert.deepEqual(cgroupLimits(insp), { memory: 256 << 20, cpus: 1 });
 
       ok(await call(s, 'stop_container', { container: 'keeper', timeout: 1 }));
       ok(await call(s, 'remove_container', { container: 'keeper' }));
@@ -170,25 +196,34 @@ describe('containers on the native runtime', () => {
 
   test('cancellation stops a running wait-mode container and leaves nothing behind', T, async (t) => {
     if (nativeReason) return t.skip(nativeReason);
+    // Wait-mode containers are neither listed nor recorded, so look where
+    // they really live: the sandbox's command in the host's process table
+    // (a sleep of a length no other test uses) and its cgroup.
+    const secs = String(700000 + Math.floor(Math.random() * 99999));
+    const sleepers = () => fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+      try { return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${secs}\0`; } catch { return false; }
+    });
+    // The container's cgroup dirs, from /proc/PID/cgroup ("N:controllers:path").
+    const cgroupDirs = (pid) => fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n')
+      .map((l) => l.split(':')).filter((f) => f.length === 3 && f[2].includes('/container-mcp/'))
+      .map(([, c, p]) => path.join('/sys/fs/cgroup', c.split(',')[0].replace(/^name=/, ''), p))
+      .filter((d) => fs.existsSync(d));
     const s = await open();
     try {
       const ac = new AbortController();
-      const p = call(s, 'run_container', { image: 'host', command: ['sleep', '120'], wait: true }, { signal: ac.signal });
-      // Abort once the container exists.
-      for (let i = 0; i < 200; i++) {
-        const all = ok(await call(s, 'list_containers', { all: true })).containers;
-        if (all.length) break;
-      }
-      const t0 = Date.now();
+      const p = call(s, 'run_container', { image: 'host', command: ['sleep', secs], wait: true }, { signal: ac.signal });
+      p.catch(() => {});
+      const pids = await eventually(() => { const l = sleepers(); return l.length && l; }, 30000, `sleep ${secs} to run`);
+      const cgs = cgroupDirs(pids[0]);
+      if (cgroupMode !== 'none') assert.ok(cgs.length > 0, `the sandbox's cgroup (${cgroupMode}) not found`);
       ac.abort();
       await assert.rejects(p);
-      assert.ok(Date.now() - t0 < 2000);
-      let left = [];
-      for (let i = 0; i < 200; i++) {
-        left = ok(await call(s, 'list_containers', { all: true })).containers;
-        if (!left.length) break;
-      }
-      assert.deepEqual(left, []);
+      await eventually(() => sleepers().length === 0, 30000, `sleep ${secs} (pid ${pids}) to be gone after the cancel`);
+      await eventually(() => cgs.every((d) => !fs.existsSync(d)), 30000, `its cgroups ${cgs} to be removed`);
+      assert.deepEqual(fs.existsSync(path.join(state, 'containers')) ? fs.readdirSync(path.join(state, 'containers')) : [],
+        [], 'no record left');
+      // and the server still serves
+      assert.equal((await run(s, ['echo', 'after'])).stdout, 'after\n');
     } finally {
       await s.close().finally(() => s.kill());
     }

@@ -391,19 +391,24 @@ describe('stdio: message size cap', () => {
       await s.initialize();
       const base = procStatus(s.pid);
       const chunk = 'A'.repeat(1 << 20); // 1 MiB
-      await s.write('{"jsonrpc":"2.0","id":"huge","method":"tools/call","params":{"name":"echo","arguments":{"text":"', { raw: true });
+      const head = '{"jsonrpc":"2.0","id":"huge","method":"tools/call","params":{"name":"echo","arguments":{"text":"';
+      await s.write(head, { raw: true });
       let errorSeenAt = -1;
-      let written = 0;
+      let written = head.length;
       const errP = s.next((m) => m.error && m.id === null, 55000, 'the error for the 100 MB line').then((m) => {
         errorSeenAt = written;
         return m;
       });
-      for (let i = 0; i < 100; i++) {
+      // The refusal comes as soon as the line passes the cap, while it is
+      // still open: the line's end is sent only after the error arrived
+      // (a server that buffered to the newline would never answer).
+      for (let i = 0; i < 100 && errorSeenAt < 0; i++) {
         await s.write(chunk, { raw: true });
         written += chunk.length;
       }
-      await s.write('"}}}');
       const r = await errP;
+      assert.ok(errorSeenAt > DEFAULT_CAP, `refused after ${errorSeenAt} bytes, before the ${DEFAULT_CAP}-byte cap was passed`);
+      await s.write('"}}}');
       assertError(r, [-32700, -32600], null);
       assert.match(r.error.message, new RegExp(`${DEFAULT_CAP}|16 ?MiB|16 ?MB|max|limit|too (large|long|big)|exceed`, 'i'));
       const p = await s.request('ping', undefined, { id: 'after-huge', ms: 20000 });

@@ -2,6 +2,8 @@
 // a result or a refusal, and asking system_status what the native runtime
 // can do here (to skip, saying why, what this machine cannot run).
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 
 // setpriv's arguments that run the server as nobody.
 export const AS_NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'];
@@ -29,4 +31,18 @@ export async function nativeBackend(open) {
   } finally {
     await s.close().finally(() => s.kill());
   }
+}
+
+// The limits the kernel holds for a container, read from its cgroup.
+export function cgroupLimits(insp) {
+  const { mode, dirs } = insp.cgroup;
+  const read = (dir, file) => fs.readFileSync(path.join(dir, file), 'utf8').trim();
+  if (mode === 'v2' || mode === 'unified') {
+    const [quota, period] = read(dirs.memory ?? dirs.cpu ?? Object.values(dirs)[0], 'cpu.max').split(' ');
+    return { memory: Number(read(dirs.memory ?? Object.values(dirs)[0], 'memory.max')), cpus: Number(quota) / Number(period) };
+  }
+  return {
+    memory: Number(read(dirs.memory, 'memory.limit_in_bytes')),
+    cpus: Number(read(dirs.cpu, 'cpu.cfs_quota_us')) / Number(read(dirs.cpu, 'cpu.cfs_period_us')),
+  };
 }
