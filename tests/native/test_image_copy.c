@@ -145,7 +145,7 @@ static void test_detached_copy_removed(void **state) {
                 assert_int_equal(st.st_uid, nt_uid_base() + 1234);
                 assert_int_equal(st.st_gid, nt_uid_base() + 2345);
         }
-        for (int i = 0; i < 200 && access(y, F_OK) < 0; i++)
+        for (int i = 0; i < 3000 && access(y, F_OK) < 0; i++) /* up to 30 s */
                 (void)usleep(10000);
         assert_int_equal(access(y, F_OK), 0); /* written into the copy */
         assert_image_untouched();
