@@ -237,15 +237,15 @@ describe('stdio: bad input', () => {
     }
   });
 
-  test('SIGTERM during a long call: the server exits promptly with 0', T, async () => {
+  test('SIGTERM during a long call: the server exits promptly with 0', { timeout: 60000 }, async () => {
     const s = new RawStdio();
     try {
       await s.initialize();
       await s.send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 60000, steps: 600 }, _meta: { progressToken: 1 } } });
       await s.next((m) => m.method === 'notifications/progress', 5000, 'progress');
-      const t0 = Date.now();
-      await s.srv.stop('SIGTERM', 5000);
-      assert.ok(Date.now() - t0 < 5000);
+      // stop() fails unless the server exits cleanly within 30 s, half the
+      // sleep it interrupts: the bound is the call's, not the machine's.
+      await s.srv.stop('SIGTERM', 30000);
     } finally {
       s.kill();
     }
@@ -489,10 +489,12 @@ describe('stdio: cancels, a full pool and shutdown', () => {
       await s.write(lines(ids.map(sleepCall)));
       const running = () => ids.filter((id) => startedOf(s, id));
       await s.next(() => running().length >= RUNNING, 20000, `${RUNNING} calls to start`);
+      // ping is answered while every worker is still busy (their sleeps
+      // end only when stopped): not queued behind them.
       const t0 = Date.now();
-      assert.deepEqual((await s.request('ping', undefined, { id: 'busy-ping', ms: 5000 })).result, {});
-      const took = Date.now() - t0;
-      assert.ok(took < 1000, `ping took ${took} ms with every worker busy`);
+      assert.deepEqual((await s.request('ping', undefined, { id: 'busy-ping', ms: 30000 })).result, {});
+      console.log(`ping took ${Date.now() - t0} ms with every worker busy`);
+      assert.deepEqual(ids.filter((id) => responsesTo(s, id).length), [], 'no call ended before the ping was answered');
       const waiting = ids.filter((id) => !startedOf(s, id));
       assert.ok(waiting.length > 0, 'some calls wait for a worker');
       const victim = running()[0];
