@@ -89,9 +89,11 @@ count_meson() {
 }
 
 # Count node --test results from its summary lines; the skipped tests'
-# reasons from their TAP lines ("ok N - name # SKIP why").
+# reasons from their TAP lines ("ok N - name # SKIP why").  The VM's
+# summary writes its skips unnumbered ("ok - name # SKIP why"): its console
+# also shows the guest's own numbered TAP lines, which must not count twice.
 count_node() {
-        local out=$1 label=$2 p f s line
+        local out=$1 label=$2 num=${3-'[0-9]+ '} p f s line
         p=$(grep -E '^# pass [0-9]+' "$out" | tail -1 | awk '{print $3}')
         f=$(grep -E '^# fail [0-9]+' "$out" | tail -1 | awk '{print $3}')
         s=$(grep -E '^# skipped [0-9]+' "$out" | tail -1 | awk '{print $3}')
@@ -103,7 +105,7 @@ count_node() {
         [[ ${f:-0} -gt 0 ]] && failures+=("$label: $f failed (see above)")
         while IFS= read -r line; do
                 skips+=("$label: $line")
-        done < <(sed -nE 's/^[[:space:]]*ok [0-9]* ?-? ?(.*[^ ]) *# SKIP *(.*)$/\1: \2/p' "$out")
+        done < <(sed -nE "s/^[[:space:]]*ok ${num}- (.*[^ ]) *# SKIP *(.*)\$/\\1: \\2/p" "$out")
 }
 
 # True when meson configured `dir` with the unit and native tests (it leaves
@@ -158,7 +160,7 @@ run_vm() { # script, label: a VM run, counted from its "# pass N" lines
         local out
         out=$(mktemp)
         "$1" 2>&1 | tee "$out"
-        count_node "$out" "$2"
+        count_node "$out" "$2" ''
         rm -f "$out"
 }
 
