@@ -96,29 +96,42 @@ __attribute__((constructor)) static inline void tap_init(void) {
         (void)atexit(tap_at_exit);
 }
 
-/* Hands the group setup's state to a one-case group, as cmocka would. */
+/* The group's setup runs once, inside cmocka (its asserts need a running
+ * test), in the first one-case group, and its state goes to every case, as
+ * cmocka would hand it; the teardown runs in the last group. */
+static CMFixtureFunction tap_user_setup, tap_user_teardown;
 static void *tap_group_state;
-static inline int tap_give_state(void **state) {
+static bool tap_setup_ran;
+static int tap_setup_rc;
+
+static inline int tap_group_setup(void **state) {
+        if (!tap_setup_ran) {
+                tap_setup_ran = true;
+                tap_setup_rc = -1; /* stays so if an assert jumps out of it */
+                tap_setup_rc = tap_user_setup ? tap_user_setup(&tap_group_state) : 0;
+        }
         *state = tap_group_state;
-        return 0;
+        return tap_setup_rc;
+}
+
+static inline int tap_group_teardown(void **state) {
+        (void)state;
+        return tap_user_teardown ? tap_user_teardown(&tap_group_state) : 0;
 }
 
 static inline int tap_run(const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
                           CMFixtureFunction teardown) {
         int failed = 0;
 
-        if (setup && setup(&tap_group_state) != 0) {
-                fprintf(tap_out, "Bail out! the group setup failed\n");
-                tap_done = true;
-                return 1;
-        }
+        tap_user_setup = setup;
+        tap_user_teardown = teardown;
         fprintf(tap_out, "1..%zu\n", n);
         (void)fflush(tap_out);
         tap_running = true;
         for (size_t i = 0; i < n; i++) {
                 tap_reason[0] = '\0';
-                if (_cmocka_run_group_tests(tests[i].name, &tests[i], 1, tap_group_state ? tap_give_state : NULL,
-                                            NULL) != 0) {
+                if (_cmocka_run_group_tests(tests[i].name, &tests[i], 1, tap_group_setup,
+                                            i + 1 == n && teardown ? tap_group_teardown : NULL) != 0) {
                         failed++;
                         fprintf(tap_out, "not ok %zu - %s\n", i + 1, tests[i].name);
                 } else if (tap_reason[0])
@@ -128,10 +141,6 @@ static inline int tap_run(const struct CMUnitTest *tests, size_t n, CMFixtureFun
                 (void)fflush(tap_out);
         }
         tap_running = false;
-        if (teardown && teardown(&tap_group_state) != 0) {
-                fprintf(tap_out, "Bail out! the group teardown failed\n");
-                failed++;
-        }
         tap_done = true;
         return failed;
 }
