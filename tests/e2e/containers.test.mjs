@@ -343,6 +343,10 @@ describe('containers on the native runtime', () => {
       const port = c.ports?.[0]?.hostPort;
       assert.ok(port > 0, JSON.stringify(c));
       assert.equal(c.ports[0].hostIp, '127.0.0.1');
+      // inspect tells the ports asked for, with the host port in effect
+      const insp = ok(await call(s, 'inspect_container', { container: c.id }));
+      assert.equal(insp.network, true);
+      assert.deepEqual(insp.ports, [{ host_ip: '127.0.0.1', host_port: port, container_port: 8000, protocol: 'tcp' }]);
       // The server inside needs a moment to listen: retry until a deadline.
       let res = null;
       const deadline = Date.now() + 15000;
