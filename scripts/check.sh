@@ -6,7 +6,9 @@
 #   3. the same unit and end-to-end tests on an ASan+UBSan build (LeakSanitizer on)
 #   4. the unit tests under valgrind
 #   5. the libFuzzer targets, briefly, from their seed corpora
-# and a closing "N passed, N failed" line over all of them.
+# and a closing "N passed, N failed, N skipped" line over all of them: each
+# cmocka case and each node test counts once, and every skip is listed with
+# its reason.  Tests that could not be built count as failures.
 #
 #   scripts/check.sh              everything
 #   CHECK_QUICK=1 scripts/check.sh   skip valgrind and fuzzing
@@ -17,30 +19,81 @@ top=$PWD
 scripts/deps.sh --test || exit 1
 
 passed=0 failed=0 skipped=0
-failures=()
+failures=() skips=()
 
 note() { printf '\n== %s\n' "$*"; }
 
-# Count meson's results from its JSON test log.
-count_meson() {
-        local log=$1 label=$2 r
-        [[ -f $log ]] || { failed=$((failed + 1)); failures+=("$label: no test log"); return; }
-        while read -r r name; do
-                case $r in
-                OK | EXPECTEDFAIL) passed=$((passed + 1)) ;;
-                SKIP) skipped=$((skipped + 1)) ;;
-                *) failed=$((failed + 1)); failures+=("$label: $name ($r)") ;;
-                esac
-        done < <(python3 -c '
-import json, sys
+# Count meson's results from its JSON test log, one per cmocka case.  The
+# cmocka programs speak TAP (tests/tap.h, protocol 'tap'); meson 1.0's JSON
+# log keeps only each program's verdict and its stdout, so the cases are
+# read from that stdout: "ok", "ok ... # SKIP why", "not ok".  A program
+# that skipped as a whole ("1..0 # SKIP why", or exit 77) is one skip; one
+# that failed beyond its cases (a crash, a timeout, valgrind's exit 99, a
+# short plan) is one more failure.  Prints "P|F|S<TAB>name<TAB>why" lines.
+meson_cases() {
+        python3 - "$1" <<'PY'
+import json, re, sys
+case = re.compile(r'^(not )?ok\b\s*(?:\d+\s*)?(?:-\s*)?([^#]*?)\s*(?:#\s*(SKIP|TODO)\S*\s*(.*))?$', re.I)
+plan_skip = re.compile(r'^1\.\.0\s*#\s*SKIP\S*\s*(.*)$', re.I)
+said_skip = re.compile(r'^SKIP:\s*(.*)$')
 for line in open(sys.argv[1]):
     t = json.loads(line)
-    print(t["result"], t["name"])' "$log")
+    name, res = t['name'], t['result']
+    out, err = t.get('stdout') or '', t.get('stderr') or ''
+    cases = bad = 0
+    why = None
+    for l in out.splitlines():
+        m = case.match(l)
+        if m:
+            cases += 1
+            n = name + ' / ' + (m.group(2) or 'case %d' % cases)
+            if m.group(1):
+                bad += 1
+                print('F', n, 'failed', sep='\t')
+            elif (m.group(3) or '').upper() == 'SKIP':
+                print('S', n, m.group(4) or '(no reason given)', sep='\t')
+            elif m.group(3):
+                print('F', n, 'marked TODO', sep='\t')
+            else:
+                print('P', n, '', sep='\t')
+            continue
+        m = plan_skip.match(l)
+        if m:
+            why = m.group(1)
+    if why is None:
+        for l in (out + '\n' + err).splitlines():
+            m = said_skip.match(l)
+            if m:
+                why = m.group(1)
+    if res in ('OK', 'EXPECTEDFAIL'):
+        if cases == 0:
+            print('P', name, '', sep='\t')
+    elif res == 'SKIP':
+        if cases == 0:
+            print('S', name, why or 'skipped without saying why', sep='\t')
+    elif bad == 0:
+        print('F', name, '%s (exit %s)' % (res, t.get('returncode')), sep='\t')
+PY
 }
 
-# Count node --test results from its summary lines.
+count_meson() {
+        local log=$1 label=$2 r name why
+        [[ -f $log ]] || { failed=$((failed + 1)); failures+=("$label: no test log"); return; }
+        while IFS=$'\t' read -r r name why; do
+                case $r in
+                P) passed=$((passed + 1)) ;;
+                S) skipped=$((skipped + 1)); skips+=("$label: $name: $why") ;;
+                *) failed=$((failed + 1)); failures+=("$label: $name: $why") ;;
+                esac
+        done < <(meson_cases "$log")
+}
+
+# Count node --test results from its summary lines; the skipped tests'
+# reasons from their TAP lines ("ok N - name # SKIP why").  The VM's
+# summary writes its skips unnumbered ("ok - name # SKIP why"): its console
+# also shows the guest's own numbered TAP lines, which must not count twice.
 count_node() {
-        local out=$1 label=$2 p f s
+        local out=$1 label=$2 num=${3-'[0-9]+ '} p f s line
         p=$(grep -E '^# pass [0-9]+' "$out" | tail -1 | awk '{print $3}')
         f=$(grep -E '^# fail [0-9]+' "$out" | tail -1 | awk '{print $3}')
         s=$(grep -E '^# skipped [0-9]+' "$out" | tail -1 | awk '{print $3}')
@@ -50,13 +103,19 @@ count_node() {
         fi
         passed=$((passed + p)); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
         [[ ${f:-0} -gt 0 ]] && failures+=("$label: $f failed (see above)")
+        while IFS= read -r line; do
+                skips+=("$label: $line")
+        done < <(sed -nE "s/^[[:space:]]*ok ${num}- (.*[^ ]) *# SKIP *(.*)\$/\\1: \\2/p" "$out")
 }
 
-# True when meson configured `dir` with the unit tests (it leaves them out
-# when cmocka was missing at setup, as after `make run` on a fresh machine).
+# True when meson configured `dir` with the unit and native tests (it leaves
+# them out when cmocka was missing at setup, as after `make run` on a fresh
+# machine).
 has_tests() {
         meson introspect "$1" --tests 2>/dev/null |
-                python3 -c 'import json, sys; sys.exit(0 if any(s.split(":")[-1] == "unit" for t in json.load(sys.stdin) for s in t["suite"]) else 1)'
+                python3 -c 'import json, sys
+suites = {s.split(":")[-1] for t in json.load(sys.stdin) for s in t["suite"]}
+sys.exit(0 if {"unit", "native"} <= suites else 1)'
 }
 
 build() { # dir, meson args...
@@ -70,7 +129,13 @@ build() { # dir, meson args...
                 rm -rf "$dir"
                 meson setup "$dir" "$@" >/dev/null || return 1
         fi
-        ninja -C "$dir" >/dev/null || ninja -C "$dir"
+        ninja -C "$dir" >/dev/null || ninja -C "$dir" || return 1
+        # Tests that could not be built are failures, not an empty suite.
+        if ! has_tests "$dir"; then
+                echo "$dir has no unit or native tests even after configuring afresh: is cmocka installed" \
+                        "(apt-get install libcmocka-dev; scripts/deps.sh --test)?" >&2
+                return 2
+        fi
 }
 
 run_meson_tests() { # dir, label, extra meson test args...
@@ -95,13 +160,15 @@ run_vm() { # script, label: a VM run, counted from its "# pass N" lines
         local out
         out=$(mktemp)
         "$1" 2>&1 | tee "$out"
-        count_node "$out" "$2"
+        count_node "$out" "$2" ''
         rm -f "$out"
 }
 
 note "build"
 if ! build build; then
-        echo "0 passed, 1 failed"
+        note "summary"
+        echo "FAILED: build: the build, or its unit and native tests, could not be made (see above)"
+        echo "0 passed, 1 failed, 0 skipped"
         exit 1
 fi
 
@@ -154,6 +221,7 @@ if [[ -z ${CHECK_QUICK:-} ]]; then
 fi
 
 note "summary"
+for f in "${skips[@]}"; do echo "SKIPPED: $f"; done
 for f in "${failures[@]}"; do echo "FAILED: $f"; done
 echo "$passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 ]]

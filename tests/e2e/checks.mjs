@@ -43,12 +43,13 @@ export function checkSystemStatus(result) {
   assert.ok(result.content[0].text.length > 0);
 }
 
-// sleep reports the time it really slept: at least what was asked, and not
-// much more.
+// sleep reports the time it really slept: at least what was asked.  (No
+// upper bound: a loaded machine may wake it late; a sleep that ran to its
+// end and was not cut short is what the callers check.)
 export function assertSlept(sleptMs, ms) {
   assert.equal(typeof sleptMs, 'number', 'sleptMs is a number');
   assert.ok(Number.isInteger(sleptMs), 'sleptMs is an integer');
-  assert.ok(sleptMs >= ms && sleptMs < ms + 1500, `sleptMs ${sleptMs} for ms ${ms}`);
+  assert.ok(sleptMs >= ms, `sleptMs ${sleptMs} for ms ${ms}`);
 }
 
 // Progress notifications of a `sleep` in `steps` slices: one per slice, the

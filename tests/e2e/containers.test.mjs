@@ -6,8 +6,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { stdioClient, tmpDir } from './lib.mjs';
-import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
+import { eventually, stdioClient, tmpDir } from './lib.mjs';
+import { AS_NOBODY, call, cgroupLimits, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 60000 };
 
@@ -45,10 +45,12 @@ async function run(s, command, extra = {}) {
 
 let nativeReason = null;
 let netReason = null;
+let cgroupMode = 'none';
 
 before(async () => {
   const { reason, details } = await nativeBackend(open);
   nativeReason = reason;
+  cgroupMode = details?.cgroup || 'none';
   if (!reason && (details.network_stack === 'none' || !details.network_stack))
     netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
 });
@@ -76,7 +78,7 @@ describe('containers on the native runtime', () => {
     const s = await open({ CONTAINER_MCP_AGENT_NAME: 'e2e-agent' });
     try {
       const started = ok(await call(s, 'run_container', {
-        image: 'host', name: 'keeper', command: ['sh', '-c', 'echo started; exec sleep 300'],
+        image: 'host', name: 'keeper', command: ['sh', '-c', 'echo started; exec sleep 300'], memory: '256m', cpus: 1,
       }));
       assert.equal(started.name, 'keeper');
       const ex = ok(await call(s, 'exec_in_container', {
@@ -97,9 +99,20 @@ describe('containers on the native runtime', () => {
 
       const stats = ok(await call(s, 'container_stats', { container: 'keeper' }));
       assert.ok(stats.pids >= 1, JSON.stringify(stats));
-      assert.ok(stats.memoryLimitBytes > 0, JSON.stringify(stats));
-      assert.ok(stats.cpuUsec >= 0 && stats.ioWriteBytes >= 0, JSON.stringify(stats));
+      assert.equal(stats.memoryLimitBytes, 256 << 20, JSON.stringify(stats));
+      assert.equal(typeof stats.ioWriteBytes, 'number', JSON.stringify(stats));
       assert.match(stats.source, /^(cgroup v[12]|\/proc)/, JSON.stringify(stats));
+      // CPU time grows while the container burns CPU (a busy loop left
+      // running, so even the /proc source, which sums live processes, sees it).
+      const busy = ok(await call(s, 'exec_in_container', {
+        container: 'keeper', command: ['sh', '-c', 'sh -c "while :; do :; done" >/dev/null 2>&1 & echo $!'],
+      })).stdout.trim();
+      const burnt = await eventually(async () => {
+        const now = ok(await call(s, 'container_stats', { container: 'keeper' }));
+        return now.cpuUsec >= stats.cpuUsec + 200000 && now;
+      }, 30000, `cpuUsec to grow by 0.2 s from ${stats.cpuUsec} while a busy loop runs`);
+      assert.ok(burnt.pids > stats.pids, JSON.stringify(burnt));
+      ok(await call(s, 'exec_in_container', { container: 'keeper', command: ['kill', busy] }));
       const logs = ok(await call(s, 'container_logs', { container: 'keeper' }));
       assert.match(logs.logs, /started/);
       const recent = ok(await call(s, 'container_logs', { container: 'keeper', since: '1h', tail: 1 }));
@@ -107,8 +120,21 @@ describe('containers on the native runtime', () => {
       const future = ok(await call(s, 'container_logs', { container: 'keeper', since: Math.floor(Date.now() / 1000) + 3600 }));
       assert.equal(future.logs, '');
       refused(await call(s, 'container_logs', { container: 'keeper', since: 'yesterday' }), /since/, /RFC 3339/, /10m/);
+      // inspect tells what was asked, and the kernel holds it.
       const insp = ok(await call(s, 'inspect_container', { container: started.id }));
       assert.equal(insp.id, started.id);
+      assert.equal(insp.name, 'keeper');
+      assert.equal(insp.image, 'host');
+      assert.equal(insp.state, 'running');
+      assert.deepEqual(insp.argv, ['sh', '-c', 'echo started; exec sleep 300']);
+      assert.equal(insp.limits.memory_bytes, 256 << 20);
+      assert.equal(insp.limits.cpus, 1);
+      assert.deepEqual(insp.labels, mine.labels);
+      assert.equal(insp.network, false);
+      assert.deepEqual(insp.ports, []);
+      assert.ok(fs.existsSync(`/proc/${insp.init.pid}`), `init.pid ${insp.init.pid} is a live process of the host`);
+      if (insp.cgroup?.mode && insp.cgroup.mode !== 'none')
+        assert.deepEqual(cgroupLimits(insp), { memory: 256 << 20, cpus: 1 });
 
       ok(await call(s, 'stop_container', { container: 'keeper', timeout: 1 }));
       ok(await call(s, 'remove_container', { container: 'keeper' }));
@@ -159,7 +185,9 @@ describe('containers on the native runtime', () => {
       const t0 = Date.now();
       const slow = await run(s, ['sh', '-c', 'sleep 60 & sleep 60'], { timeout: 1 });
       assert.equal(slow.timedOut, true);
-      assert.ok(Date.now() - t0 < 15000, 'the timeout took too long');
+      // returned at the timeout, not when the sleeps would end (a bound the
+      // command sets, not the machine's speed)
+      assert.ok(Date.now() - t0 < 60000, 'the run waited for its sleeps');
       const flood = await run(s, ['sh', '-c', 'head -c 5000000 /dev/zero | tr "\\0" x']);
       assert.equal(flood.truncated, true);
       assert.ok(flood.stdout.length <= 1 << 20, `stdout of ${flood.stdout.length} bytes`);
@@ -284,6 +312,10 @@ describe('containers on the native runtime', () => {
       const port = c.ports?.[0]?.hostPort;
       assert.ok(port > 0, JSON.stringify(c));
       assert.equal(c.ports[0].hostIp, '127.0.0.1');
+      // inspect tells the ports asked for, with the host port in effect
+      const insp = ok(await call(s, 'inspect_container', { container: c.id }));
+      assert.equal(insp.network, true);
+      assert.deepEqual(insp.ports, [{ host_ip: '127.0.0.1', host_port: port, container_port: 8000, protocol: 'tcp' }]);
       // The server inside needs a moment to listen: retry until a deadline.
       let res = null;
       const deadline = Date.now() + 15000;

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { deferred, stdioClient, tmpDir, withTimeout } from './lib.mjs';
-import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
+import { AS_NOBODY, call, nativeBackend, ok, refused, cgroupLimits } from './tools.mjs';
 
 const T = { timeout: 90000 };
 const state = tmpDir('cmcp-lim-state-');
@@ -33,20 +33,6 @@ const open = (env = {}, as = null) => as === 'nobody'
   : stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
 
 
-
-// The limits the kernel holds for a container, read from its cgroup.
-function cgroupLimits(insp) {
-  const { mode, dirs } = insp.cgroup;
-  const read = (dir, file) => fs.readFileSync(path.join(dir, file), 'utf8').trim();
-  if (mode === 'v2' || mode === 'unified') {
-    const [quota, period] = read(dirs.memory ?? dirs.cpu ?? Object.values(dirs)[0], 'cpu.max').split(' ');
-    return { memory: Number(read(dirs.memory ?? Object.values(dirs)[0], 'memory.max')), cpus: Number(quota) / Number(period) };
-  }
-  return {
-    memory: Number(read(dirs.memory, 'memory.limit_in_bytes')),
-    cpus: Number(read(dirs.cpu, 'cpu.cfs_quota_us')) / Number(read(dirs.cpu, 'cpu.cfs_period_us')),
-  };
-}
 
 let nativeReason = null;
 let cgroupReason = null;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { assertProgress, assertSlept, checkSystemStatus, checkToolShape } from './checks.mjs';
-import { VERSION, deferred, eventually, fdCount, httpOpen, httpRequest, isSanitized, procStatus, sseClient, startHttp, withTimeout } from './lib.mjs';
+import { VERSION, deferred, eventually, fdCount, httpOpen, httpRequest, procStatus, sseClient, startHttp, withTimeout } from './lib.mjs';
 
 const T = { timeout: 30000 };
 
@@ -171,8 +171,8 @@ describe('legacy SSE with the SDK client', () => {
     }
     await eventually(() => fdCount(srv.pid) <= fd0 + 1, 5000, `server fds back near ${fd0} (now ${fdCount(srv.pid)})`);
     const m1 = procStatus(srv.pid);
+    // printed, not judged: bench/footprint.mjs; leaks: LeakSanitizer
     console.log(`300 SSE streams: RSS ${m0.rssKb} → ${m1.rssKb} kB`);
-    if (!isSanitized()) assert.ok(m1.rssKb - m0.rssKb < 2048, `RSS grew by ${m1.rssKb - m0.rssKb} kB`);
     const c = await sseClient(`${srv.base}/sse`);
     assert.deepEqual(await c.client.ping(), {});
     await c.close();

@@ -237,15 +237,15 @@ describe('stdio: bad input', () => {
     }
   });
 
-  test('SIGTERM during a long call: the server exits promptly with 0', T, async () => {
+  test('SIGTERM during a long call: the server exits promptly with 0', { timeout: 60000 }, async () => {
     const s = new RawStdio();
     try {
       await s.initialize();
       await s.send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 60000, steps: 600 }, _meta: { progressToken: 1 } } });
       await s.next((m) => m.method === 'notifications/progress', 5000, 'progress');
-      const t0 = Date.now();
-      await s.srv.stop('SIGTERM', 5000);
-      assert.ok(Date.now() - t0 < 5000);
+      // stop() fails unless the server exits cleanly within 30 s, half the
+      // sleep it interrupts: the bound is the call's, not the machine's.
+      await s.srv.stop('SIGTERM', 30000);
     } finally {
       s.kill();
     }
@@ -391,19 +391,24 @@ describe('stdio: message size cap', () => {
       await s.initialize();
       const base = procStatus(s.pid);
       const chunk = 'A'.repeat(1 << 20); // 1 MiB
-      await s.write('{"jsonrpc":"2.0","id":"huge","method":"tools/call","params":{"name":"echo","arguments":{"text":"', { raw: true });
+      const head = '{"jsonrpc":"2.0","id":"huge","method":"tools/call","params":{"name":"echo","arguments":{"text":"';
+      await s.write(head, { raw: true });
       let errorSeenAt = -1;
-      let written = 0;
+      let written = head.length;
       const errP = s.next((m) => m.error && m.id === null, 55000, 'the error for the 100 MB line').then((m) => {
         errorSeenAt = written;
         return m;
       });
-      for (let i = 0; i < 100; i++) {
+      // The refusal comes as soon as the line passes the cap, while it is
+      // still open: the line's end is sent only after the error arrived
+      // (a server that buffered to the newline would never answer).
+      for (let i = 0; i < 100 && errorSeenAt < 0; i++) {
         await s.write(chunk, { raw: true });
         written += chunk.length;
       }
-      await s.write('"}}}');
       const r = await errP;
+      assert.ok(errorSeenAt > DEFAULT_CAP, `refused after ${errorSeenAt} bytes, before the ${DEFAULT_CAP}-byte cap was passed`);
+      await s.write('"}}}');
       assertError(r, [-32700, -32600], null);
       assert.match(r.error.message, new RegExp(`${DEFAULT_CAP}|16 ?MiB|16 ?MB|max|limit|too (large|long|big)|exceed`, 'i'));
       const p = await s.request('ping', undefined, { id: 'after-huge', ms: 20000 });
@@ -484,10 +489,12 @@ describe('stdio: cancels, a full pool and shutdown', () => {
       await s.write(lines(ids.map(sleepCall)));
       const running = () => ids.filter((id) => startedOf(s, id));
       await s.next(() => running().length >= RUNNING, 20000, `${RUNNING} calls to start`);
+      // ping is answered while every worker is still busy (their sleeps
+      // end only when stopped): not queued behind them.
       const t0 = Date.now();
-      assert.deepEqual((await s.request('ping', undefined, { id: 'busy-ping', ms: 5000 })).result, {});
-      const took = Date.now() - t0;
-      assert.ok(took < 1000, `ping took ${took} ms with every worker busy`);
+      assert.deepEqual((await s.request('ping', undefined, { id: 'busy-ping', ms: 30000 })).result, {});
+      console.log(`ping took ${Date.now() - t0} ms with every worker busy`);
+      assert.deepEqual(ids.filter((id) => responsesTo(s, id).length), [], 'no call ended before the ping was answered');
       const waiting = ids.filter((id) => !startedOf(s, id));
       assert.ok(waiting.length > 0, 'some calls wait for a worker');
       const victim = running()[0];

@@ -3,6 +3,9 @@
  * Prints p50/p90/p99 in milliseconds.  A benchmark, not a test: it asserts
  * nothing about the numbers.  Usage: bench_native [iterations [gap-ms]];
  * bench_native mem N: the memory N idle sandboxes cost;
+ * bench_native cpu: the CPU share a busy loop gets under cpus=0.5 (CPU
+ * time over wall time for 1 s; test_limits checks the quota and the
+ * throttling instead, which a loaded machine cannot flip);
  * a gap between calls is what an agent's pace looks like to the kernel
  * (e.g. cgroup v1's grace period on each join is hidden back to back). */
 #include <stdio.h>
@@ -21,6 +24,27 @@ static double now(void) {
         struct timespec ts;
         (void)clock_gettime(CLOCK_MONOTONIC, &ts);
         return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A busy loop's CPU time over wall time under cpus=0.5, about 0.5. */
+static int bench_cpu_share(cm_backend *b) {
+        char *argv[] = {S("python3"), S("-c"),
+                        S("import time\n"
+                          "w0, c0 = time.monotonic(), time.process_time()\n"
+                          "while time.monotonic() - w0 < 1.0: pass\n"
+                          "print((time.process_time() - c0) / (time.monotonic() - w0))\n"),
+                        NULL};
+        cm_run_spec spec = {.image = "host", .argv = argv, .argc = 3, .cpus = 0.5, .timeout_ms = 20000};
+        cm_exec_result r = {0};
+        cm_err err = CM_ERR_INIT;
+        if (b->ops->run_wait(b, &spec, NULL, &r, &err) < 0 || r.exit_code != 0) {
+                fprintf(stderr, "run_wait: %s %s\n", err.msg, r.err ? r.err : "");
+                return 1;
+        }
+        printf("cpus=0.5: a busy loop got %.2f of a CPU over 1 s (about 0.5 expected)\n", strtod(r.out, NULL));
+        cm_exec_result_clear(&r);
+        b->ops->free(b);
+        return 0;
 }
 
 static int cmp(const void *a, const void *b) {
@@ -104,6 +128,8 @@ int main(int argc, char **argv) {
         printf("native runtime, %s, %s\n", st.version, st.details);
         if (argc > 2 && strcmp(argv[1], "mem") == 0)
                 return bench_memory(b, atoi(argv[2]));
+        if (argc > 1 && strcmp(argv[1], "cpu") == 0)
+                return bench_cpu_share(b);
         for (int i = 0; i < n + 10; i++) {
                 cm_exec_result r;
                 double t0;

@@ -1,14 +1,11 @@
 /* Helpers shared by the native runtime's tests: a backend on a private state
- * dir, a one-call run-to-completion, and the exit-77 skip when this machine
- * cannot make sandboxes (say, unprivileged user namespaces disabled). */
+ * dir, a one-call run-to-completion, and the whole-program skip (TAP
+ * "1..0 # SKIP why", see tests/tap.h) when this machine cannot make
+ * sandboxes (say, unprivileged user namespaces disabled). */
 #ifndef CM_TEST_NATIVE_NT_H
 #define CM_TEST_NATIVE_NT_H
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "../tap.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -35,8 +32,8 @@ static inline void nt_rm_rf(const char *dir) {
                 (void)!system(cmd);
 }
 
-/* A backend over a fresh state dir; exits 77 when the runtime cannot work
- * here, printing why. */
+/* A backend over a fresh state dir; skips the program when the runtime
+ * cannot work here, saying why. */
 static inline cm_backend *nt_open_fresh(void) {
         cm_backend_status st;
         cm_backend *b;
@@ -52,10 +49,10 @@ static inline cm_backend *nt_open_fresh(void) {
         b = cm_native_open();
         b->ops->status(b, &st);
         if (!st.available) {
-                printf("SKIP: the native runtime cannot run here: %s (fix: %s)\n", st.reason, st.fix);
+                cleanup_free char *why = xasprintf("the native runtime cannot run here: %s (fix: %s)", st.reason, st.fix);
                 b->ops->free(b);
                 nt_rm_rf(nt_state_dir);
-                exit(77);
+                skip_all_because("%s", why);
         }
         return b;
 }
@@ -65,8 +62,7 @@ static inline cm_backend *nt_open_fresh(void) {
 static inline void nt_setup(int argc, char **argv) {
         if (argc > 1 && strcmp(argv[1], "--unprivileged") == 0 && geteuid() == 0) {
                 if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0) {
-                        printf("SKIP: cannot become nobody: %s\n", strerror(errno));
-                        exit(77);
+                        skip_all_because("cannot become nobody: %s", strerror(errno));
                 }
                 (void)setenv("HOME", "/nonexistent", 1);
                 (void)unsetenv("XDG_STATE_HOME");

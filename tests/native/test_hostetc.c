@@ -38,8 +38,7 @@ static bool plant(void) {
         if (geteuid() != 0)
                 return false;
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-                printf("SKIP: no private mount namespace: %s\n", strerror(errno));
-                exit(77);
+                skip_all_because("no private mount namespace: %s", strerror(errno));
         }
         if (!mkdtemp(fake_etc) || mount("tmpfs", fake_etc, "tmpfs", 0, "mode=0755") < 0)
                 return false;
@@ -84,13 +83,11 @@ int main(int argc, char **argv) {
         /* The planted /etc needs root; as nobody the host's root-only files
          * are unreadable anyway, so the copy cannot hold them. */
         if (unpriv || geteuid() != 0) {
-                printf("SKIP: planting files in a private /etc needs root (the unprivileged server cannot read "
-                       "root-only files at all)\n");
-                return 77;
+                skip_all_because("planting files in a private /etc needs root (the unprivileged server cannot "
+                                 "read root-only files at all)");
         }
         if (!plant()) {
-                printf("SKIP: cannot make a private /etc copy\n");
-                return 77;
+                skip_all_because("cannot make a private /etc copy");
         }
         /* every run builds its sandbox, so each sees the copy as it is then
          * (a warm sandbox is made before the chmod below) */

@@ -3,6 +3,8 @@
  * share; the server (this process) survives each.  With cgroups (root here)
  * and with the rlimit fallback (unprivileged without a delegated cgroup, or
  * CONTAINER_MCP_NATIVE_CGROUP=none). */
+#include <jansson.h>
+
 #include "nt.h"
 
 static bool root_without_cgroups(void) { return geteuid() == 0 && !nt_cgroups(); }
@@ -12,7 +14,7 @@ static void test_pids_limit(void **state) {
         cm_run_spec spec = {.pids = 32, .timeout_ms = 20000};
         cm_exec_result r;
         if (root_without_cgroups())
-                skip(); /* RLIMIT_NPROC does not bind real root */
+                skip_because("root without cgroups: RLIMIT_NPROC, the fallback, does not bind real root");
         nt_py("import os, errno, time\n"
               "n = 0\n"
               "while n < 200:\n"
@@ -43,10 +45,12 @@ static void test_fork_bomb(void **state) {
         cm_exec_result r;
         cm_err err = CM_ERR_INIT;
         if (root_without_cgroups())
-                skip();
+                skip_because("root without cgroups: RLIMIT_NPROC, the fallback, does not bind real root");
         assert_int_equal(nt_run_spec(&spec, &r, &err), 0);
         assert_true(r.timed_out);
-        assert_true(r.duration_ms < 10000);
+        /* it returned at the timeout, not when the sleep 30 would end (a
+           bound the command sets, not the machine's speed) */
+        assert_true(r.duration_ms < 30000);
         cm_exec_result_clear(&r);
         /* and the next sandbox works */
         nt_sh("echo alive", &r);
@@ -100,22 +104,80 @@ static void test_tmpfs_fill(void **state) {
         (void)state;
 }
 
-/* With cpus=0.5, a busy loop gets about half a CPU: measured as CPU time
- * over wall time, with room for scheduling noise. */
+/* A cgroup file's contents, trimmed; NULL when it cannot be read. */
+static char *cg_read(const char *dir, const char *file) {
+        cleanup_free char *path = xasprintf("%s/%s", dir, file);
+        char buf[512];
+        FILE *f = fopen(path, "re");
+        size_t n;
+        if (!f)
+                return NULL;
+        n = fread(buf, 1, sizeof buf - 1, f);
+        (void)fclose(f);
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+                n--;
+        buf[n] = '\0';
+        return xstrdup(buf);
+}
+
+/* "nr_throttled N" of cpu.stat (v1 and v2 alike). */
+static long nr_throttled(const char *dir) {
+        cleanup_free char *stat = cg_read(dir, "cpu.stat");
+        const char *p = stat ? strstr(stat, "nr_throttled ") : NULL;
+        return p ? strtol(p + 13, NULL, 10) : -1;
+}
+
+/* With cpus=0.5 the kernel holds the share: the cgroup's quota reads back
+ * as half of its period, and a busy loop in it is throttled (cpu.stat's
+ * nr_throttled grows).  Not a CPU/wall ratio, which a loaded machine can
+ * push either way; the measured share is in bench_native's "cpu" mode. */
 static void test_cpu_limit(void **state) {
-        cm_run_spec spec = {.cpus = 0.5, .timeout_ms = 20000};
-        cm_exec_result r;
-        double ratio;
+        char *argv[] = {S("/bin/sh"), S("-c"), S("while :; do :; done"), NULL};
+        cm_run_spec spec = {.image = "host", .argv = argv, .argc = 3, .cpus = 0.5};
+        cm_err err = CM_ERR_INIT;
+        cleanup_free char *id = NULL, *text = NULL, *max = NULL, *quota = NULL, *period = NULL;
+        json_t *j, *cg, *dirs;
+        const char *mode, *dir;
+        long throttled = 0;
+
         if (!nt_cgroups())
-                skip(); /* no rlimit expresses a CPU share */
-        nt_py("import time\n"
-              "w0, c0 = time.monotonic(), time.process_time()\n"
-              "while time.monotonic() - w0 < 1.0: pass\n"
-              "print((time.process_time() - c0) / (time.monotonic() - w0))\n",
-              &spec, &r);
-        ratio = strtod(r.out, NULL);
-        assert_true(ratio > 0.2 && ratio < 0.75);
-        cm_exec_result_clear(&r);
+                skip_because("no cgroups here, and no rlimit expresses a CPU share");
+        if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0 || nt_b->ops->inspect(nt_b, id, &text, &err) < 0)
+                fail_msg("run or inspect: %s", err.msg);
+        j = json_loads(text, 0, NULL);
+        assert_non_null(j);
+        cg = json_object_get(j, "cgroup");
+        mode = json_string_value(json_object_get(cg, "mode"));
+        dirs = json_object_get(cg, "dirs");
+        dir = json_string_value(json_object_get(dirs, "cpu"));
+        if (!dir) { /* v2: one directory for every controller */
+                const char *k;
+                json_t *v;
+                json_object_foreach (dirs, k, v) {
+                        dir = json_string_value(v);
+                        break;
+                }
+        }
+        if (!dir)
+                fail_msg("no cgroup dir for the CPU share: %s", text);
+        if (mode && strcmp(mode, "v1") == 0) {
+                quota = cg_read(dir, "cpu.cfs_quota_us");
+                period = cg_read(dir, "cpu.cfs_period_us");
+                assert_non_null(quota);
+                assert_non_null(period);
+                assert_int_equal(strtol(quota, NULL, 10) * 2, strtol(period, NULL, 10));
+        } else {
+                max = cg_read(dir, "cpu.max");
+                assert_non_null(max);
+                assert_string_equal(max, "50000 100000");
+        }
+        /* the busy loop hits the quota: poll, with a generous deadline */
+        for (int i = 0; i < 600 && (throttled = nr_throttled(dir)) <= 0; i++)
+                (void)usleep(100 * 1000);
+        if (throttled <= 0)
+                fail_msg("the busy loop was never throttled in 60 s (%s/cpu.stat: nr_throttled %ld)", dir, throttled);
+        json_decref(j);
+        assert_int_equal(nt_b->ops->remove(nt_b, id, true, &err), 0);
         (void)state;
 }
 

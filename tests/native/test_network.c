@@ -9,7 +9,7 @@
  * routes them over the veth.  The host's loopback stays out of reach (pasta
  * --no-map-gw, slirp4netns --disable-host-loopback): a listener on
  * 127.0.0.1 is not reached, not even through the gateway address.  Skipped
- * (77) when neither helper is installed, or, unprivileged, when
+ * as a whole when neither helper is installed, or, unprivileged, when
  * /dev/net/tun is not ours to open (stock Debian makes it 0666); the reach
  * tests skip when the test host cannot be made (not root, no iproute2). */
 #include "nt.h"
@@ -92,7 +92,7 @@ static void test_reaches_host_address(void **state) {
         cm_exec_result r;
         (void)state;
         if (!host_addr[0])
-                skip();
+                skip_because("no test host to reach (it needs root: ip netns add, a veth pair)");
         (void)drain(host_lfd);
         try_connect(true, host_addr, test_host_port, &r);
         if (!strstr(r.out, "CONNECTED"))
@@ -122,7 +122,7 @@ static void test_no_network_by_default(void **state) {
         cm_exec_result r;
         (void)state;
         if (!host_addr[0])
-                skip();
+                skip_because("no test host to reach (it needs root: ip netns add, a veth pair)");
         (void)drain(host_lfd);
         try_connect(false, host_addr, test_host_port, &r);
         assert_non_null(strstr(r.out, "FAILED"));
@@ -139,7 +139,7 @@ static void test_dns(void **state) {
         cm_exec_result r;
         (void)state;
         if (!dns_ready)
-                skip();
+                skip_because("no private /etc/resolv.conf pointing at the test host's DNS server (needs root)");
         nt_py("import socket\n"
               "print(open('/etc/resolv.conf').read().split()[:2])\n"
               "print(socket.gethostbyname('anything.example'))\n",
@@ -175,7 +175,7 @@ static void test_dns_loopback_stub(void **state) {
         cm_exec_result r;
         (void)state;
         if (!dns_ready || stub_fd < 0)
-                skip();
+                skip_because("no private resolver, or 127.0.0.53:53 is taken (a real stub resolver there?)");
         set_resolver("127.0.0.53");
         nt_py("import socket\nprint(socket.gethostbyname('stub.example'))\n", &spec, &r);
         set_resolver(host_addr);
@@ -623,17 +623,16 @@ int main(int argc, char **argv) {
         nt_setup(argc, argv);
         nt_b->ops->status(nt_b, &st);
         if (strstr(st.details, "\"network_stack\":\"none\"")) {
-                printf("SKIP: neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)\n");
                 nt_teardown();
                 remove_test_host();
-                return 77;
+                skip_all_because("neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)");
         }
         if (geteuid() != 0 && access("/dev/net/tun", R_OK | W_OK) < 0) {
-                printf("SKIP: unprivileged, and /dev/net/tun is not ours to open (%s), which both helpers need\n",
-                       strerror(errno));
+                int e = errno;
                 nt_teardown();
                 remove_test_host();
-                return 77;
+                skip_all_because("unprivileged, and /dev/net/tun is not ours to open (%s), which both helpers need",
+                                 strerror(e));
         }
         printf("network stack: %s; test host for the reach tests: %s\n",
                strstr(st.details, "\"network_stack\":\"pasta\"") ? "pasta" : "slirp4netns",

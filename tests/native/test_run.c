@@ -97,7 +97,9 @@ static void test_timeout_kills_tree(void **state) {
         assert_true(r.timed_out);
         assert_int_equal(r.exit_code, 137);
         assert_string_equal(r.out, "started\n");
-        assert_true(r.duration_ms >= 300 && r.duration_ms < 5000);
+        /* not before the timeout, and without waiting for the sleeps of 60 s
+           (a bound the command sets, not the machine's speed) */
+        assert_true(r.duration_ms >= 300 && r.duration_ms < 60000);
         cm_exec_result_clear(&r);
         (void)state;
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tu.h"
+
 #include <string.h>
 
 #include "transport/http_log.h"

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tu.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tu.h"
+
 #include <poll.h>
 #include <sched.h>
 #include <stdatomic.h>

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "tu.h"
 #include <stdlib.h>
 #include <string.h>
 

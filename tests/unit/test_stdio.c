@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tu.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "tu.h"
 #include <string.h>
 
 #include "util/when.h"

@@ -3,8 +3,11 @@
 #define CM_TU_H
 
 #include <ftw.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "../tap.h"
 
 static inline int tu_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
         (void)st, (void)flag, (void)ftw;

@@ -8,8 +8,12 @@
 # The kernel package is downloaded (never installed) into the cache.  The VM
 # sees the host's / read-only over 9p under a tmpfs overlay, has a sparse
 # scratch disk as /tmp, and writes its results to a second 9p share.  Ends with
-# "# pass N", "# fail N", "# skipped N"; exits 0 when nothing failed, 77 when
-# this machine cannot run the VM at all.
+# "# pass N", "# fail N", "# skipped N", counting each cmocka case (their TAP
+# lines, tests/tap.h) and each skip with its reason ("ok - name # SKIP why");
+# exits 0 when nothing failed.  It skips (exit 77) only when this machine
+# truly cannot run the VM: no qemu, or the kernel package cannot be
+# downloaded with apt-get.  Anything else missing (busybox, a test binary
+# not built, the initramfs) is a failure.
 #
 # Environment:
 #   CM_VM_BUILD    the build dir (default: build/ of this checkout)
@@ -29,8 +33,16 @@ vm_timeout=${CM_VM_TIMEOUT:-900}
 
 skip() {
         echo "SKIP: $*"
+        echo "ok - the cgroup v2 VM # SKIP $*"
         printf '# pass 0\n# fail 0\n# skipped 1\n'
         exit 77
+}
+
+fail() {
+        echo "FAIL: $*"
+        echo "not ok - the cgroup v2 VM: $*"
+        printf '# pass 0\n# fail 1\n# skipped 0\n'
+        exit 1
 }
 
 # The image package that linux-image-amd64 depends on, e.g.
@@ -51,7 +63,7 @@ fetch_kernel() {
         if [[ -z $pkg ]]; then # offline: any kernel unpacked before
                 dir=$(find "$cache" -mindepth 2 -maxdepth 2 -name .complete -printf '%h\n' 2>/dev/null | sort | tail -1)
                 [[ -n $dir ]] && { echo "$dir"; return; }
-                return 1
+                return 2
         fi
         dir=$cache/$pkg
         [[ -f $dir/.complete ]] && { echo "$dir"; return; }
@@ -60,7 +72,7 @@ fetch_kernel() {
         mkdir -p "$cache"
         if ! (cd "$cache" && apt-get download "$pkg") >&2; then
                 apt-get update -qq >&2 || true
-                (cd "$cache" && apt-get download "$pkg") >&2 || return 1
+                (cd "$cache" && apt-get download "$pkg") >&2 || return 2
         fi
         dpkg-deb -x "$cache"/"$pkg"_*.deb "$dir" || return 1
         rm -f "$cache"/"$pkg"_*.deb
@@ -110,9 +122,10 @@ cmmodules=$kdir/lib/modules/$kver cmtests=$(IFS=,; echo "${tests[*]}") cmtimeout
                 </dev/null 2>&1 | sed -u -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g; s/\r$//; s/\r/\n/g'
 }
 
-# One line per test of the plan the guest wrote, then the totals.
+# One line per cmocka case (from the TAP lines in each test's log) or per
+# check script of the plan the guest wrote, then the totals.
 summary() {
-        local pass=0 fail=0 skipped=0 name rc
+        local pass=0 fail=0 skipped=0 name rc log r n why bad
         if [[ ! -f $work/results/plan ]]; then
                 echo "not ok - the VM did not start its tests (see its console above)"
                 printf '# pass 0\n# fail 1\n# skipped 0\n'
@@ -120,35 +133,57 @@ summary() {
         fi
         while read -r name; do
                 rc=$(cat "$work/results/$name.rc" 2>/dev/null || echo none)
+                log=$work/results/$name.log
+                bad=0
+                while IFS=$'\t' read -r r n why; do
+                        case $r in
+                        P) pass=$((pass + 1)); echo "ok - $name / $n" ;;
+                        S) skipped=$((skipped + 1)); echo "ok - $name${n:+ / $n} # SKIP $why" ;;
+                        F) fail=$((fail + 1)) bad=1; echo "not ok - $name / $n" ;;
+                        esac
+                done < <(tap_cases "$log")
                 case $rc in
-                0) pass=$((pass + 1)); echo "ok - $name" ;;
-                77) skipped=$((skipped + 1)); echo "ok - $name # SKIP" ;;
+                0) grep -qE '^(not )?ok |^1\.\.0' "$log" 2>/dev/null || { pass=$((pass + 1)); echo "ok - $name"; } ;;
+                77) skipped=$((skipped + 1))
+                        echo "ok - $name # SKIP $(sed -n 's/^SKIP: //p' "$log" | tail -1)" ;;
                 none) fail=$((fail + 1)); echo "not ok - $name: did not finish" ;;
-                *) fail=$((fail + 1)); echo "not ok - $name: exit $rc" ;;
+                *) [[ $bad == 1 ]] || { fail=$((fail + 1)); echo "not ok - $name: exit $rc"; } ;;
                 esac
         done <"$work/results/plan"
         printf '# pass %d\n# fail %d\n# skipped %d\n' "$pass" "$fail" "$skipped"
         [[ $fail -eq 0 ]]
 }
 
+# A test log's TAP lines as "P|F|S<TAB>case<TAB>why"; a whole-program skip
+# ("1..0 # SKIP why") as an S with no case.
+tap_cases() {
+        sed -nE -e 's/^ok [0-9]+ - ([^#]*[^# ]) *# SKIP *(.*)$/S\t\1\t\2/p; t' \
+                -e 's/^ok [0-9]+ - (.*)$/P\t\1\t/p; t' \
+                -e 's/^not ok [0-9]+ - (.*)$/F\t\1\t/p; t' \
+                -e 's/^1\.\.0 *# SKIP *(.*)$/S\t\t\1/p' "$1" 2>/dev/null
+}
+
 main() {
         local kdir kver t0 start
         start=$(date +%s)
+        # The only reasons to skip: no qemu, no way to get Debian's kernel.
         command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing (apt-get install qemu-system-x86)"
-        [[ -x /bin/busybox ]] || skip "/bin/busybox missing (apt-get install busybox-static)"
-        [[ $(ldd /bin/busybox 2>&1) == *"not a dynamic"* ]] || skip "/bin/busybox is not static (apt-get install busybox-static)"
         { command -v apt-get && command -v dpkg-deb; } >/dev/null || skip "not Debian: no apt-get/dpkg-deb for the kernel"
+        [[ -x /bin/busybox ]] || fail "/bin/busybox missing (apt-get install busybox-static)"
+        [[ $(ldd /bin/busybox 2>&1) == *"not a dynamic"* ]] || fail "/bin/busybox is not static (apt-get install busybox-static)"
         for t in "${tests[@]}"; do
-                [[ -x $build/tests/native/test_native_$t ]] || skip "$build/tests/native/test_native_$t not built (ninja -C build)"
+                [[ -x $build/tests/native/test_native_$t ]] || fail "$build/tests/native/test_native_$t not built (ninja -C build)"
         done
-        [[ -x $build/container-mcp ]] || skip "$build/container-mcp not built"
+        [[ -x $build/container-mcp ]] || fail "$build/container-mcp not built (ninja -C build)"
         if [[ "$repo$build$cache" == *[[:space:]]* ]]; then # they go on the kernel command line
-                echo "tests/vm/cgroup2.sh: paths with spaces are not supported: $repo, $build, $cache" >&2
-                exit 1
+                fail "paths with spaces are not supported: $repo, $build, $cache"
         fi
 
         t0=$(date +%s)
-        kdir=$(fetch_kernel) || skip "cannot download linux-image-amd64's kernel package with apt-get"
+        kdir=$(fetch_kernel) || case $? in
+                2) skip "cannot download linux-image-amd64's kernel package with apt-get download" ;;
+                *) fail "cannot unpack the kernel package into $cache (dpkg-deb -x, busybox depmod)" ;;
+                esac
         kver=$(basename "$kdir")
         kver=${kver#linux-image-}
         echo "== kernel $kver from $kdir ($(($(date +%s) - t0)) s)"
@@ -157,7 +192,7 @@ main() {
         trap 'rm -rf "$work"' EXIT
         mkdir "$work/results"
         truncate -s 4G "$work/scratch.img" # sparse: the guest's /tmp
-        make_initramfs "$kdir" "$kver" "$work/initrd" || skip "cannot build the initramfs"
+        make_initramfs "$kdir" "$kver" "$work/initrd" || fail "cannot build the initramfs"
         echo "== booting qemu (timeout ${vm_timeout}s)"
         t0=$(date +%s)
         run_vm "$kdir" "$kver" "$work/initrd" || echo "== qemu exited with $? (124: timed out)"
