@@ -8,12 +8,15 @@
 #include "../tap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/syscall.h>
+#include <jansson.h>
 
 #include "backend/backend.h"
 #include "backend/native/native.h"
@@ -123,6 +126,43 @@ static inline void nt_py(const char *code, cm_run_spec *spec, cm_exec_result *r)
         spec->argv = argv;
         if (nt_run_spec(spec, r, &err) < 0)
                 fail_msg("run_wait of python %s: %s", code, err.msg);
+}
+
+/* The container's inspect document, parsed. */
+static inline json_t *nt_inspect(const char *id) {
+        cm_err err = CM_ERR_INIT;
+        char *text = NULL;
+        json_t *j;
+        if (nt_b->ops->inspect(nt_b, id, &text, &err) < 0)
+                fail_msg("inspect %s: %s", id, err.msg);
+        j = json_loads(text, 0, NULL);
+        free(text);
+        assert_non_null(j);
+        return j;
+}
+
+static inline int nt_pidfd(pid_t pid) {
+        int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (fd < 0)
+                fail_msg("pidfd_open %d: %s", (int)pid, strerror(errno));
+        return fd;
+}
+
+/* A sandbox's main process: its init's only child, by the host's /proc
+ * (run returns once it has exec'd: sandbox.c, sync point #1). */
+static inline pid_t nt_main_pid(pid_t init) {
+        char path[64], buf[64];
+        int fd;
+        ssize_t n;
+        (void)snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init, (int)init);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        n = read(fd, buf, sizeof buf - 1);
+        (void)close(fd);
+        if (n <= 0)
+                fail_msg("init %d has no main process", (int)init);
+        buf[n] = 0;
+        return (pid_t)atoi(buf);
 }
 
 #endif

@@ -60,54 +60,18 @@ static char *run_detached(char **argv, int64_t memory, int64_t pids, double cpus
         return id;
 }
 
-static json_t *inspect(const char *id) {
-        cm_err err = CM_ERR_INIT;
-        char *text = NULL;
-        json_t *j;
-        if (nt_b->ops->inspect(nt_b, id, &text, &err) < 0)
-                fail_msg("inspect %s: %s", id, err.msg);
-        j = json_loads(text, 0, NULL);
-        free(text);
-        assert_non_null(j);
-        return j;
-}
-
 static pid_t init_pid(const char *id) {
-        json_t *j = inspect(id);
+        json_t *j = nt_inspect(id);
         pid_t pid = (pid_t)json_integer_value(json_object_get(json_object_get(j, "init"), "pid"));
         json_decref(j);
         assert_true(pid > 0);
         return pid;
 }
 
-static int pidfd_of(pid_t pid) {
-        int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (fd < 0)
-                fail_msg("pidfd_open %d: %s", (int)pid, strerror(errno));
-        return fd;
-}
-
 /* Has the process exited?  Waits up to ms for it. */
 static bool exited(int pidfd, int ms) {
         struct pollfd p = {pidfd, POLLIN, 0};
         return poll(&p, 1, ms) == 1;
-}
-
-/* The container's main process: the init's only child, by the host's
- * /proc.  run returns once it has exec'd (sandbox.c, #1), so it is there. */
-static pid_t main_pid(pid_t init) {
-        char path[64], buf[64];
-        int fd;
-        ssize_t n;
-        (void)snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init, (int)init);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        assert_true(fd >= 0);
-        n = read(fd, buf, sizeof buf - 1);
-        (void)close(fd);
-        if (n <= 0)
-                fail_msg("init %d has no main process", (int)init);
-        buf[n] = 0;
-        return (pid_t)atoi(buf);
 }
 
 static void remove_container(const char *id) {
@@ -180,7 +144,7 @@ static void test_seccomp_rules(void **state) {
 
 /* The cgroup of a container holds no process (or is gone). */
 static void cgroup_empty(const char *id) {
-        json_t *j = inspect(id), *d;
+        json_t *j = nt_inspect(id), *d;
         const char *k;
         json_object_foreach(json_object_get(json_object_get(j, "cgroup"), "dirs"), k, d) {
                 cleanup_free char *procs = xasprintf("%s/cgroup.procs", json_string_value(d));
@@ -203,8 +167,8 @@ static void cgroup_empty(const char *id) {
 static void stop_kills(int grace) {
         char *argv[] = {S("/probe/nt_probe"), S("ignore-term"), NULL};
         cleanup_free char *id = run_detached(argv, 128 << 20, 64, 0);
-        pid_t init = init_pid(id), main = main_pid(init);
-        int ifd = pidfd_of(init), mfd = pidfd_of(main);
+        pid_t init = init_pid(id), main = nt_main_pid(init);
+        int ifd = nt_pidfd(init), mfd = nt_pidfd(main);
         cm_err err = CM_ERR_INIT;
 
         assert_int_equal(nt_b->ops->stop(nt_b, id, grace, &err), 0);
@@ -234,7 +198,7 @@ static void test_stop_escalates_to_sigkill(void **state) {
 static void test_log_capped(void **state) {
         char *argv[] = {S("/probe/nt_probe"), S("spew"), S("12582912"), NULL};
         cleanup_free char *id = run_detached(argv, 128 << 20, 64, 0);
-        int ifd = pidfd_of(init_pid(id));
+        int ifd = nt_pidfd(init_pid(id));
         cm_err err = CM_ERR_INIT;
         char *logs = NULL;
         size_t len = 0;
@@ -244,7 +208,7 @@ static void test_log_capped(void **state) {
 
         assert_true(exited(ifd, 120000));
         (void)close(ifd);
-        j = inspect(id);
+        j = nt_inspect(id);
         assert_string_equal(json_string_value(json_object_get(j, "state")), "exited");
         assert_int_equal(json_integer_value(json_object_get(j, "exit_code")), 0); /* it wrote it all */
         path = xasprintf("%s/log", json_string_value(json_object_get(j, "dir")));
@@ -337,9 +301,9 @@ static unsigned long long rlimit_of(pid_t pid, const char *name) {
 static void test_detached_limits(void **state) {
         char *argv[] = {S("/probe/nt_probe"), S("ignore-term"), NULL};
         cleanup_free char *id = run_detached(argv, 96 << 20, 40, 0.5);
-        pid_t main = main_pid(init_pid(id));
+        pid_t main = nt_main_pid(init_pid(id));
         char buf[256], cg[512];
-        json_t *j = inspect(id), *dirs = json_object_get(json_object_get(j, "cgroup"), "dirs");
+        json_t *j = nt_inspect(id), *dirs = json_object_get(json_object_get(j, "cgroup"), "dirs");
         const char *mode = json_string_value(json_object_get(json_object_get(j, "cgroup"), "mode"));
         /* v2: one dir, under the first controller's name */
         const char *v2 = mode && strcmp(mode, "v2") == 0 ? json_string_value(json_object_get(dirs, "memory")) : NULL;
@@ -514,7 +478,7 @@ static void test_nothing_of_the_host(void **state) {
         char *argv[] = {S("/probe/nt_probe"), S("ignore-term"), NULL};
         char *envv[] = {S("/bin/sh"), S("-c"), S("env; ls -l /proc/self/fd/"), NULL};
         cleanup_free char *id = run_detached(argv, 128 << 20, 64, 0);
-        pid_t init = init_pid(id), main = main_pid(init);
+        pid_t init = init_pid(id), main = nt_main_pid(init);
         cm_exec_spec es = {.argv = envv, .argc = 3, .timeout_ms = 20000};
         cm_exec_result r;
         cm_err err = CM_ERR_INIT;

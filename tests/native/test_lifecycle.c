@@ -31,18 +31,6 @@ static char *run_detached(const char *name, char **argv, const cm_kv *labels, si
         return id;
 }
 
-static json_t *inspect(const char *id) {
-        cm_err err = CM_ERR_INIT;
-        char *text = NULL;
-        json_t *j;
-        if (nt_b->ops->inspect(nt_b, id, &text, &err) < 0)
-                fail_msg("inspect %s: %s", id, err.msg);
-        j = json_loads(text, 0, NULL);
-        free(text);
-        assert_non_null(j);
-        return j;
-}
-
 static void exec_ok(const char *id, const char *script, const char *stdin_data, cm_exec_result *r) {
         char *argv[] = {S("/bin/sh"), S("-c"), S(script), NULL};
         cm_exec_spec spec = {.argv = argv,
@@ -57,7 +45,7 @@ static void exec_ok(const char *id, const char *script, const char *stdin_data, 
 
 /* Block until the container's init has exited. */
 static void wait_init_exit(const char *id) {
-        json_t *j = inspect(id);
+        json_t *j = nt_inspect(id);
         int pid = (int)json_integer_value(json_object_get(json_object_get(j, "init"), "pid"));
         int fd = (int)syscall(SYS_pidfd_open, pid, 0);
         struct pollfd p = {fd, POLLIN, 0};
@@ -90,7 +78,7 @@ static void test_run_exec_stop_remove(void **state) {
         assert_int_equal(v[0].n_labels, 2);
         cm_container_info_clear(&v[0]);
         free(v);
-        j = inspect("web-1"); /* by name */
+        j = nt_inspect("web-1"); /* by name */
         assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
         assert_string_equal(json_string_value(json_object_get(j, "image")), "host");
         assert_string_equal(
@@ -133,7 +121,7 @@ static void test_run_exec_stop_remove(void **state) {
 
         /* stop: SIGTERM reaches sleep through the init */
         assert_int_equal(nt_b->ops->stop(nt_b, id, 10, &err), 0);
-        j = inspect(id);
+        j = nt_inspect(id);
         assert_string_equal(json_string_value(json_object_get(j, "state")), "exited");
         assert_int_equal(json_integer_value(json_object_get(j, "exit_code")), 143);
         json_decref(j);
@@ -160,7 +148,7 @@ static void test_run_exec_stop_remove(void **state) {
         free(v);
 
         /* remove: gone from the list, the state dir and the cgroups */
-        j = inspect(id);
+        j = nt_inspect(id);
         {
                 json_t *dirs = json_object_get(json_object_get(j, "cgroup"), "dirs"), *d;
                 const char *k;
@@ -310,7 +298,7 @@ static void test_main_exits(void **state) {
         assert_int_equal(write(fd, "go\n", 3), 3);
         (void)close(fd);
         wait_init_exit(id);
-        j = inspect(id);
+        j = nt_inspect(id);
         assert_string_equal(json_string_value(json_object_get(j, "state")), "exited");
         assert_int_equal(json_integer_value(json_object_get(j, "exit_code")), 7);
         json_decref(j);
@@ -325,7 +313,7 @@ static void test_main_exits(void **state) {
 /* The logs once `want` is in them: woken by inotify each time the init
  * writes the log file, bounded by a 20 s wait for the next write. */
 static char *logs_with(const char *id, int64_t since, const char *want) {
-        json_t *j = inspect(id);
+        json_t *j = nt_inspect(id);
         cleanup_free char *log = xasprintf("%s/log", json_string_value(json_object_get(j, "dir")));
         int in = inotify_init1(IN_CLOEXEC);
         cm_err err = CM_ERR_INIT;

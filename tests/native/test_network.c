@@ -237,18 +237,6 @@ static void test_no_helper_after_run_wait(void **state) {
                         fail_msg("helper process %d outlived its run", (int)after[i]);
 }
 
-static json_t *inspect(const char *id) {
-        char *text = NULL;
-        cm_err err = CM_ERR_INIT;
-        json_t *j;
-        if (nt_b->ops->inspect(nt_b, id, &text, &err) < 0)
-                fail_msg("inspect: %s", err.msg);
-        j = json_loads(text, 0, NULL);
-        free(text);
-        assert_non_null(j);
-        return j;
-}
-
 /* GET / on 127.0.0.1:port; retried (the server in the sandbox may not be
  * listening yet) until a deadline. */
 static bool http_get(int port, int64_t deadline) {
@@ -323,7 +311,7 @@ static void test_published_port(void **state) {
 
         if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
                 fail_msg("run: %s", err.msg);
-        j = inspect(id);
+        j = nt_inspect(id);
         p = json_array_get(json_object_get(j, "ports"), 0);
         assert_non_null(p);
         host_port = (int)json_integer_value(json_object_get(p, "host_port"));
@@ -362,7 +350,7 @@ static void test_helper_dies_with_sandbox(void **state) {
 
         if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
                 fail_msg("run: %s", err.msg);
-        j = inspect(id);
+        j = nt_inspect(id);
         helper = (pid_t)json_integer_value(json_object_get(json_object_get(json_object_get(j, "net"), "helper"), "pid"));
         json_decref(j);
         assert_true(helper > 0);
@@ -409,7 +397,7 @@ static void test_helper_confined(void **state) {
 
         if (nt_b->ops->run(nt_b, &spec, &id, &err) < 0)
                 fail_msg("run: %s", err.msg);
-        j = inspect(id);
+        j = nt_inspect(id);
         helper = (pid_t)json_integer_value(json_object_get(json_object_get(json_object_get(j, "net"), "helper"), "pid"));
         stack = xstrdup(json_string_value(json_object_get(json_object_get(j, "net"), "stack")));
         json_decref(j);

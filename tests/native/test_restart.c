@@ -59,12 +59,6 @@ static void kill_server(server_a *a) {
         (void)close(a->from);
 }
 
-static int pidfd_of(pid_t pid) {
-        int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-        assert_true(fd >= 0);
-        return fd;
-}
-
 static void wait_gone(int pidfd) {
         struct pollfd p = {pidfd, POLLIN, 0};
         assert_int_equal(poll(&p, 1, 10000), 1);
@@ -113,7 +107,7 @@ static void test_reaped_after_kill(void **state) {
 
         read_line(a.from, line, sizeof line);
         assert_int_equal(sscanf(line, "%63s %lld", id, &init_pid), 2);
-        fd = pidfd_of((pid_t)init_pid);
+        fd = nt_pidfd((pid_t)init_pid);
         ncg = record_cgroups(id, cg, 8);
         assert_true(!nt_cgroups() || ncg > 0);
         kill_server(&a);
@@ -207,7 +201,7 @@ static void test_run_wait_orphan(void **state) {
         (void)close(fd);
         sleeper = find_sleeper();
         assert_true(sleeper > 0);
-        sfd = pidfd_of(sleeper);
+        sfd = nt_pidfd(sleeper);
         kill_server(&a);
         wait_gone(sfd);
         b2 = nt_open_fresh();
@@ -236,22 +230,6 @@ static void test_run_wait_orphan(void **state) {
         assert_int_equal(find_sleeper(), 0);
         b2->ops->free(b2);
         (void)state;
-}
-
-/* The main process of a sandbox: its init's only child, by the host's
- * /proc (run returns once it has exec'd: sandbox.c, #1). */
-static pid_t child_of(pid_t init) {
-        char path[64], buf[64] = "";
-        int fd;
-        ssize_t n;
-        (void)snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init, (int)init);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        assert_true(fd >= 0);
-        n = read(fd, buf, sizeof buf - 1);
-        (void)close(fd);
-        assert_true(n > 0);
-        buf[n] = 0;
-        return (pid_t)atoi(buf);
 }
 
 /* Exited, within a deadline generous enough for a loaded machine. */
@@ -294,8 +272,8 @@ static void test_reaped_while_running(void **state) {
         (void)unsetenv("CONTAINER_MCP_ORPHANS"); /* for the next server */
         read_line(a.from, line, sizeof line);
         assert_int_equal(sscanf(line, "%63s %lld", id, &init), 2);
-        ifd = pidfd_of((pid_t)init);
-        mfd = pidfd_of(child_of((pid_t)init));
+        ifd = nt_pidfd((pid_t)init);
+        mfd = nt_pidfd(nt_main_pid((pid_t)init));
         ncg = record_cgroups(id, cg, 8);
         kill_server(&a);
         p = (struct pollfd){ifd, POLLIN, 0};
@@ -343,7 +321,7 @@ static void test_live_servers_kept(void **state) {
 
         read_line(a.from, line, sizeof line);
         assert_int_equal(sscanf(line, "%63s %lld", id, &init), 2);
-        ifd = pidfd_of((pid_t)init);
+        ifd = nt_pidfd((pid_t)init);
         b2 = nt_open_fresh(); /* server A still runs */
         p = (struct pollfd){ifd, POLLIN, 0};
         assert_int_equal(poll(&p, 1, 0), 0);
@@ -383,7 +361,7 @@ static void test_adopted(void **state) {
         read_line(a.from, line, sizeof line);
         assert_int_equal(sscanf(line, "%63s %lld", id, &init_pid), 2);
         kill_server(&a);
-        fd = pidfd_of((pid_t)init_pid);
+        fd = nt_pidfd((pid_t)init_pid);
         b2 = nt_open_fresh();
         assert_int_equal(b2->ops->list(b2, false, &v, &n, &err), 0);
         assert_int_equal(n, 1);
