@@ -54,6 +54,14 @@ struct mcp_job {
         mcp_call *calls[];
 };
 
+/* An object of a layer above, destroyed with the session. */
+typedef struct mcp_attachment {
+        const void *key;
+        void *data;
+        mcp_attach_destroy_fn destroy;
+        struct mcp_attachment *next;
+} mcp_attachment;
+
 enum session_state { SESSION_NEW, SESSION_INITIALIZING, SESSION_READY };
 
 struct mcp_session {
@@ -68,6 +76,7 @@ struct mcp_session {
         atomic_int log_level; /* index into log_levels */
         mcp_sink *notify;
         struct mcp_call *calls; /* in flight, under lock */
+        mcp_attachment *attached; /* under lock */
 };
 
 /* jsonrpc.c */

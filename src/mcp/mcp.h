@@ -134,6 +134,20 @@ const char *mcp_session_version(mcp_session *s);
 const char *mcp_session_client(mcp_session *s);
 bool mcp_session_initialized(mcp_session *s);
 
+/* Something a layer above keeps per session (the tools' sandbox), found by
+ * `key` (any address of that layer's).  The first call with a key runs
+ * create(arg) under the session's lock (keep it cheap: an allocation) and
+ * remembers `destroy`; later calls return the same object.  destroy(data)
+ * runs exactly once, when the session ends: its transport dropped it (stdio
+ * input closed, HTTP DELETE, expiry, a legacy SSE stream gone, shutdown)
+ * and its last call returned, in the thread that drops the last reference.
+ * It may block (it removes a sandbox). */
+typedef void (*mcp_attach_destroy_fn)(void *data);
+void *mcp_session_attach(mcp_session *s, const void *key, void *(*create)(void *arg), void *arg,
+                         mcp_attach_destroy_fn destroy);
+/* The object attached under `key`, or NULL (nothing is created). */
+void *mcp_session_attached(mcp_session *s, const void *key);
+
 /* Parse one message.  On malformed JSON it sends the -32700 reply to `out`
  * and returns NULL. */
 json_t *mcp_parse(const char *buf, size_t len, mcp_sink *out);

@@ -50,7 +50,13 @@ void mcp_session_ref(mcp_session *s) { atomic_fetch_add(&s->refs, 1); }
 void mcp_session_unref(mcp_session *s) {
         if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
                 return;
-        /* Calls hold a reference, so none is in flight here. */
+        /* Calls hold a reference, so none is in flight here, and no one can
+         * attach anything any more: the session has ended. */
+        for (mcp_attachment *a = s->attached, *next; a; a = next) {
+                next = a->next;
+                a->destroy(a->data);
+                free(a);
+        }
         mcp_sink_unref(s->notify);
         (void)pthread_mutex_destroy(&s->lock);
         free(s->client_name);
@@ -66,6 +72,33 @@ void mcp_session_set_notify(mcp_session *s, mcp_sink *notify) {
         s->notify = notify;
         (void)pthread_mutex_unlock(&s->lock);
         mcp_sink_unref(old);
+}
+
+void *mcp_session_attach(mcp_session *s, const void *key, void *(*create)(void *arg), void *arg,
+                         mcp_attach_destroy_fn destroy) {
+        mcp_attachment *a;
+        void *data;
+        (void)pthread_mutex_lock(&s->lock);
+        for (a = s->attached; a && a->key != key; a = a->next)
+                ;
+        if (!a) {
+                a = xcalloc(1, sizeof *a);
+                *a = (mcp_attachment){key, create(arg), destroy, s->attached};
+                s->attached = a;
+        }
+        data = a->data;
+        (void)pthread_mutex_unlock(&s->lock);
+        return data;
+}
+
+void *mcp_session_attached(mcp_session *s, const void *key) {
+        void *data = NULL;
+        (void)pthread_mutex_lock(&s->lock);
+        for (mcp_attachment *a = s->attached; a && !data; a = a->next)
+                if (a->key == key)
+                        data = a->data;
+        (void)pthread_mutex_unlock(&s->lock);
+        return data;
 }
 
 const char *mcp_session_id(const mcp_session *s) { return s->id; }

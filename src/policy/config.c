@@ -329,6 +329,10 @@ static int load_uints(cm_config *cfg, cm_err *err) {
                 {"CONTAINER_MCP_HTTP_STREAM_AFTER_MS", 1, 120000, offsetof(cm_config, http_stream_after_ms)},
                 {"CONTAINER_MCP_HTTP_KEEPALIVE_MS", 10, 120000, offsetof(cm_config, http_keepalive_ms)},
                 {"CONTAINER_MCP_HTTP_REPLAY_SEC", 1, 86400, offsetof(cm_config, http_replay_sec)},
+                /* the session sandbox (issue 10) */
+                {"CONTAINER_MCP_SANDBOX_TTL", 0, 604800, offsetof(cm_config, sandbox_ttl_sec)},
+                {"CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT", 1, 86400, offsetof(cm_config, command_timeout_sec)},
+                {"CONTAINER_MCP_COMMAND_TIMEOUT_MAX", 1, 86400, offsetof(cm_config, command_timeout_max_sec)},
         };
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
                 unsigned *field = (unsigned *)((char *)cfg + v[i].off);
@@ -368,6 +372,34 @@ static int load_numbers(cm_config *cfg, cm_err *err) {
         if (env_uint("CONTAINER_MCP_USERNS_BASE", 65536, 4294901759ul, &n, err) < 0)
                 return -EINVAL;
         return load_uints(cfg, err);
+}
+
+/* The session sandbox's image, timeouts and Python's memory (issue 10).
+ * The memory is a size like 256m; a bare number is MiB, as the seed's
+ * PYTHON_MEMORY_LIMIT=256. */
+static int load_sandbox(cm_config *cfg, cm_err *err) {
+        const char *v;
+        if ((v = getenv("CONTAINER_MCP_SANDBOX_IMAGE")) && *v) {
+                free(cfg->sandbox_image);
+                cfg->sandbox_image = xstrdup(v);
+        }
+        if ((v = getenv("CONTAINER_MCP_PYTHON_MEMORY")) && *v) {
+                int64_t n;
+                bool bare = strspn(v, "0123456789") == strlen(v);
+                if (cm_parse_size(v, &n) < 0 || (bare && n > (INT64_MAX >> 20)) ||
+                    (n = bare ? n << 20 : n) < (16 << 20))
+                        return cm_err_set(err, EINVAL,
+                                          "CONTAINER_MCP_PYTHON_MEMORY=%s: expected a size of at least 16m, like 256m "
+                                          "or 1g (a bare number is MiB)",
+                                          v);
+                cfg->python_memory = n;
+        }
+        if (cfg->command_timeout_sec > cfg->command_timeout_max_sec)
+                return cm_err_set(err, EINVAL,
+                                  "CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT=%u is over CONTAINER_MCP_COMMAND_TIMEOUT_MAX=%u; "
+                                  "lower the default or raise the maximum",
+                                  cfg->command_timeout_sec, cfg->command_timeout_max_sec);
+        return 0;
 }
 
 static int load_env(cm_config *cfg, cm_err *err) {
@@ -490,6 +522,11 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->http_stream_after_ms = 1000;
         cfg->http_keepalive_ms = 15000;
         cfg->http_replay_sec = 300;
+        cfg->sandbox_image = xstrdup("host");
+        cfg->sandbox_ttl_sec = 1800;
+        cfg->command_timeout_sec = 30;
+        cfg->command_timeout_max_sec = 120;
+        cfg->python_memory = 256 << 20;
         cfg->allowed_hosts = strv_new();
         cfg->allowed_mounts = strv_new();
         cfg->image_dirs = strv_new();
@@ -505,7 +542,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->state_dir = default_state_dir();
         cfg->scratch_dir = xasprintf("%s/scratch", cfg->state_dir);
         if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0 || load_sharing(cfg, err) < 0 ||
-            load_ceilings(cfg, err) < 0)
+            load_ceilings(cfg, err) < 0 || load_sandbox(cfg, err) < 0)
                 return -EINVAL;
         load_origins(cfg);
         return 0;
@@ -523,6 +560,7 @@ void cm_config_free(cm_config *cfg) {
         free(cfg->state_dir);
         free(cfg->agent_name);
         free(cfg->backend);
+        free(cfg->sandbox_image);
         cm_strv_free(cfg->allowed_origins);
         memset(cfg, 0, sizeof *cfg);
 }

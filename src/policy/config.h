@@ -53,6 +53,12 @@ typedef struct cm_config {
         unsigned http_keepalive_ms;       /* CONTAINER_MCP_HTTP_KEEPALIVE_MS */
         unsigned http_replay_sec;         /* CONTAINER_MCP_HTTP_REPLAY_SEC */
         unsigned http_threads;            /* CONTAINER_MCP_HTTP_THREADS: pool threads per listener; 0: auto */
+        /* The session sandbox and its tools (issue 10). */
+        char *sandbox_image;              /* CONTAINER_MCP_SANDBOX_IMAGE, default "host" */
+        unsigned sandbox_ttl_sec;         /* CONTAINER_MCP_SANDBOX_TTL: idle seconds; 0: the session's life */
+        unsigned command_timeout_sec;     /* CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT */
+        unsigned command_timeout_max_sec; /* CONTAINER_MCP_COMMAND_TIMEOUT_MAX */
+        int64_t python_memory;            /* CONTAINER_MCP_PYTHON_MEMORY, bytes */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */

@@ -5,6 +5,7 @@
 #include <sys/random.h>
 
 #include "tools/tools.h"
+#include "tools/workbench.h"
 #include "util/cleanup.h"
 
 static size_t registry_size(void) {
@@ -20,6 +21,7 @@ int cm_app_open(cm_app *app, cm_config *cfg, cm_err *err) {
         app->n_backends = registry_size();
         app->backends = xcalloc(app->n_backends, sizeof *app->backends);
         (void)pthread_mutex_init(&app->run_lock, NULL);
+        app->workbenches = cm_workbenches_new(app);
         if (getrandom(app->owner_key, sizeof app->owner_key, 0) != (ssize_t)sizeof app->owner_key)
                 return cm_err_sys(err, errno, "cannot draw the key of the session owner label from getrandom");
         if (cfg->backend && !cm_backend_find(cfg->backend))
@@ -41,6 +43,8 @@ int cm_app_open(cm_app *app, cm_config *cfg, cm_err *err) {
 }
 
 void cm_app_close(cm_app *app) {
+        /* Before the backends go: it removes the sandboxes still there. */
+        cm_workbenches_free(app->workbenches);
         for (size_t i = 0; i < app->n_backends; i++)
                 if (app->backends[i])
                         app->backends[i]->ops->free(app->backends[i]);

@@ -1,6 +1,7 @@
 /* What the container tools share: the backend in use, read-only mode,
  * managed-container checks, labels, and exec results as JSON. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,52 @@ cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, co
                 return NULL;
         }
         return cm_tool_find(call, b, ref, ret, err) < 0 ? NULL : b;
+}
+
+static int count_managed_running(cm_backend *b, size_t *ret, cm_err *err) {
+        cm_container_info *all = NULL;
+        size_t n = 0;
+        *ret = 0;
+        if (b->ops->list(b, false, &all, &n, err) < 0)
+                return -1;
+        for (size_t i = 0; i < n; i++) {
+                *ret += cm_container_managed(&all[i]);
+                cm_container_info_clear(&all[i]);
+        }
+        free(all);
+        return 0;
+}
+
+/* Check the cap and take a slot under one lock, so concurrent calls cannot
+ * all pass the check before any of them starts.  Counted: the managed
+ * containers the backend lists as running (every session's, and other
+ * servers' on the same state dir or engine: the cap protects the host)
+ * plus this server's runs in flight (wait runs live only in the call, and
+ * a detached run is not listed until it has started).  The slot is given
+ * back with cm_tool_release_slot. */
+int cm_tool_reserve_slot(cm_app *app, cm_backend *b, cm_err *err) {
+        size_t listed;
+        int r = 0;
+        (void)pthread_mutex_lock(&app->run_lock);
+        if (count_managed_running(b, &listed, err) < 0)
+                r = -1;
+        else if (listed + app->runs_in_flight >= app->cfg->max_containers)
+                r = cm_err_set(err, EBUSY,
+                               "%zu containers are running (%zu listed, %u runs starting or running to completion, "
+                               "of every session), the most CONTAINER_MCP_MAX_CONTAINERS=%u allows; wait for a run "
+                               "to finish, remove containers with remove_container (list_containers shows yours), "
+                               "or have the operator raise CONTAINER_MCP_MAX_CONTAINERS",
+                               listed + app->runs_in_flight, listed, app->runs_in_flight, app->cfg->max_containers);
+        else
+                app->runs_in_flight++;
+        (void)pthread_mutex_unlock(&app->run_lock);
+        return r;
+}
+
+void cm_tool_release_slot(cm_app *app) {
+        (void)pthread_mutex_lock(&app->run_lock);
+        app->runs_in_flight--;
+        (void)pthread_mutex_unlock(&app->run_lock);
 }
 
 void cm_tool_labels(mcp_call *call, char owner[CM_OWNER_HEX + 1], cm_kv ret[4]) {

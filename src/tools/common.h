@@ -45,6 +45,13 @@ cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, co
 #define CM_TOOL_TARGET(call, ref, op, what, ret, err)                                                                  \
         cm_tool_target(call, ref, offsetof(cm_backend_ops, op), what, ret, err)
 
+/* A slot under CONTAINER_MCP_MAX_CONTAINERS, taken under app->run_lock
+ * (run_container, the session sandbox); given back with
+ * cm_tool_release_slot once the backend lists the container or the run
+ * has ended. */
+int cm_tool_reserve_slot(cm_app *app, cm_backend *b, cm_err *err);
+void cm_tool_release_slot(cm_app *app);
+
 /* The four labels every container gets (strings borrowed from the session
  * and from `owner`, which the caller keeps alive). */
 void cm_tool_labels(mcp_call *call, char owner[CM_OWNER_HEX + 1], cm_kv ret[4]);

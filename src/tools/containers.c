@@ -157,52 +157,6 @@ static int plan_run(mcp_call *call, const json_t *args, run_plan *p, cm_err *err
         return 0;
 }
 
-static int count_managed_running(cm_backend *b, size_t *ret, cm_err *err) {
-        cm_container_info *all = NULL;
-        size_t n = 0;
-        *ret = 0;
-        if (b->ops->list(b, false, &all, &n, err) < 0)
-                return -1;
-        for (size_t i = 0; i < n; i++) {
-                *ret += cm_container_managed(&all[i]);
-                cm_container_info_clear(&all[i]);
-        }
-        free(all);
-        return 0;
-}
-
-/* Check the cap and take a slot under one lock, so concurrent calls cannot
- * all pass the check before any of them starts.  Counted: the managed
- * containers the backend lists as running (every session's, and other
- * servers' on the same state dir or engine: the cap protects the host)
- * plus this server's runs in flight (wait runs live only in the call, and
- * a detached run is not listed until it has started).  The slot is given
- * back with release_slot. */
-static int reserve_slot(cm_app *app, cm_backend *b, cm_err *err) {
-        size_t listed;
-        int r = 0;
-        (void)pthread_mutex_lock(&app->run_lock);
-        if (count_managed_running(b, &listed, err) < 0)
-                r = -1;
-        else if (listed + app->runs_in_flight >= app->cfg->max_containers)
-                r = cm_err_set(err, EBUSY,
-                               "%zu containers are running (%zu listed, %u runs starting or running to completion, "
-                               "of every session), the most CONTAINER_MCP_MAX_CONTAINERS=%u allows; wait for a run "
-                               "to finish, remove containers with remove_container (list_containers shows yours), "
-                               "or have the operator raise CONTAINER_MCP_MAX_CONTAINERS",
-                               listed + app->runs_in_flight, listed, app->runs_in_flight, app->cfg->max_containers);
-        else
-                app->runs_in_flight++;
-        (void)pthread_mutex_unlock(&app->run_lock);
-        return r;
-}
-
-static void release_slot(cm_app *app) {
-        (void)pthread_mutex_lock(&app->run_lock);
-        app->runs_in_flight--;
-        (void)pthread_mutex_unlock(&app->run_lock);
-}
-
 /* The same words whoever holds the name. */
 static int name_taken(const char *name, cm_err *err) {
         return cm_err_set(err, EEXIST,
@@ -332,10 +286,10 @@ static int run_container(mcp_call *call, json_t *args, json_t **ret, char **ret_
                 return cm_tool_unsupported(b, "run containers yet", err);
         if (plan_run(call, args, &p, err) < 0 || (p.spec.name && check_name_free(call, b, p.spec.name, err) < 0))
                 goto out;
-        if (reserve_slot(app, b, err) < 0)
+        if (cm_tool_reserve_slot(app, b, err) < 0)
                 goto out;
         r = wait ? run_wait(call, b, &p, ret, ret_text, err) : run_detached(b, &p, ret, ret_text, err);
-        release_slot(app);
+        cm_tool_release_slot(app);
 out:
         run_plan_free(&p);
         return r;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "tools/common.h"
+#include "tools/workbench.h"
 #include "util/cleanup.h"
 #include "util/when.h"
 
@@ -116,6 +117,10 @@ static int inspect_container(mcp_call *call, json_t *args, json_t **ret, char **
                         *ret = NULL;
                         r = cm_err_set(err, EIO, "the %s backend returned an unreadable inspect document",
                                        b->ops->name);
+                } else {
+                        cleanup_free char *mine = cm_workbench_id(call);
+                        (void)json_object_set_new(*ret, "sessionSandbox",
+                                                  json_boolean(mine && strcmp(mine, info.id) == 0));
                 }
         }
         cm_container_info_clear(&info);

@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "tools/tools.h"
+#include "tools/workbench.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 
@@ -36,6 +37,12 @@ static json_t *policy_limits_json(const cm_config *c, json_t *pol) {
         (void)json_object_set_new(pol, "maxCpus", json_real(c->max_cpus));
         (void)json_object_set_new(pol, "shareContainers", json_boolean(c->share_containers));
         (void)json_object_set_new(pol, "sharedContainers", strv_json(c->shared_containers));
+        /* the session sandbox and its tools (issue 10) */
+        (void)json_object_set_new(pol, "sandboxImage", json_string(c->sandbox_image));
+        (void)json_object_set_new(pol, "sandboxTtlSec", json_integer(c->sandbox_ttl_sec));
+        (void)json_object_set_new(pol, "commandTimeoutSec", json_integer(c->command_timeout_sec));
+        (void)json_object_set_new(pol, "commandTimeoutMaxSec", json_integer(c->command_timeout_max_sec));
+        (void)json_object_set_new(pol, "pythonMemoryBytes", json_integer(c->python_memory));
         return pol;
 }
 
@@ -88,8 +95,16 @@ static char *status_text(const json_t *st) {
 
 static int system_status(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         cm_app *app = cm_call_app(call);
+        cleanup_free char *sandbox = cm_workbench_id(call);
         *ret = cm_status_json(app, mcp_session_version(mcp_call_session(call)));
-        *ret_text = status_text(*ret);
+        /* The calling session's sandbox, null until a sandbox or file tool
+         * made one (and again after it was removed). */
+        (void)json_object_set_new(*ret, "sessionSandbox", sandbox ? json_string(sandbox) : json_null());
+        {
+                cleanup_free char *text = status_text(*ret);
+                *ret_text = xasprintf("%ssession sandbox: %s\n", text ? text : "",
+                                      sandbox ? sandbox : "none yet (made by the first sandbox or file tool call)");
+        }
         return 0;
 }
 

@@ -26,6 +26,8 @@ typedef struct cm_app {
          * so concurrent calls cannot all pass the check. */
         pthread_mutex_t run_lock;
         unsigned runs_in_flight;
+        /* Every session's sandbox (tools/workbench.c). */
+        struct cm_workbenches *workbenches;
 } cm_app;
 
 /* A tool's handler.  Its definition (title, description, annotations,
@@ -52,6 +54,7 @@ extern const cm_tool_family cm_tools_lifecycle;   /* list, logs, stats, inspect,
 extern const cm_tool_family cm_tools_copy;        /* copy_files */
 extern const cm_tool_family cm_tools_status;      /* system_status */
 extern const cm_tool_family cm_tools_diagnostics; /* echo, sleep */
+extern const cm_tool_family cm_tools_sandbox;     /* system_run_command, system_run_python, system_env_var */
 
 /* Every family, NULL-terminated. */
 extern const cm_tool_family *const cm_tool_families[];

@@ -1,0 +1,313 @@
+/* system_run_command, system_run_python, system_env_var: the seed's sandbox
+ * tools, run in the session's sandbox (workbench.h) or in `container`. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/workbench.h"
+#include "util/cleanup.h"
+
+#define OUTPUT_CAP ((size_t)1 << 20) /* per stream, as exec_in_container */
+#define GRACE_SEC 2                  /* python: its own timer first, then exec's tree kill */
+
+/* A timeout in ms from the call's `timeout` (seconds), refused over the
+ * maximum: a silent clamp would cut a long job short with no word why. */
+static int plan_timeout(mcp_call *call, const json_t *args, int64_t *ret, cm_err *err) {
+        const cm_config *cfg = cm_call_app(call)->cfg;
+        const json_t *t = json_object_get(args, "timeout");
+        json_int_t s = t ? json_integer_value(t) : cfg->command_timeout_sec;
+        if (s > cfg->command_timeout_max_sec)
+                return cm_err_set(err, EINVAL,
+                                  "timeout %lld s is over the maximum of %u s (CONTAINER_MCP_COMMAND_TIMEOUT_MAX); ask "
+                                  "for less, run it detached with run_container, or have the operator raise "
+                                  "CONTAINER_MCP_COMMAND_TIMEOUT_MAX",
+                                  (long long)s, cfg->command_timeout_max_sec);
+        *ret = (int64_t)s * 1000;
+        return 0;
+}
+
+/* working_dir: relative to /workspace, or absolute in the container.  It
+ * resolves inside the container (the exec chdirs there), so `..` cannot
+ * leave it. */
+static char *plan_workdir(const json_t *args) {
+        const char *wd = cm_json_str(args, "working_dir");
+        if (!wd || !*wd)
+                return xstrdup("/workspace");
+        return wd[0] == '/' ? xstrdup(wd) : xasprintf("/workspace/%s", wd);
+}
+
+/* What every tool here starts with: read-only mode, the target, and its
+ * hold on the session's sandbox (released by done()). */
+typedef struct target {
+        cm_backend *b;
+        cm_container_info info;
+        bool held;
+} target;
+
+static int begin(mcp_call *call, const json_t *args, const char *tool, target *t, cm_err *err) {
+        if (cm_tool_writable(call, tool, err) < 0)
+                return -1;
+        t->b = cm_workbench_hold(call, cm_json_str(args, "container"), offsetof(cm_backend_ops, exec),
+                                 "exec in containers yet", &t->info, &t->held, err);
+        return t->b ? 0 : -1;
+}
+
+static void done(mcp_call *call, target *t) {
+        if (t->held)
+                cm_workbench_put(call);
+        cm_container_info_clear(&t->info);
+}
+
+static int run(mcp_call *call, target *t, cm_exec_spec *spec, cm_exec_result *res, cm_err *err) {
+        cm_cancel cancel = {mcp_call_cancel_fd(call)};
+        return t->b->ops->exec(t->b, t->info.id, spec, &cancel, res, err);
+}
+
+/* ---- system_run_command --------------------------------------------------- */
+
+static char *command_text(const cm_exec_result *r, bool sh) {
+        cleanup_free char *base = cm_exec_result_text(r);
+        return sh ? xasprintf("%s\n[run with sh -c: the image has no bash]", base ? base : "") : steal_pointer(&base);
+}
+
+static int system_run_command(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
+        const char *cmd = cm_json_str(args, "command");
+        char *argv[] = {(char *)"bash", (char *)"-c", (char *)cmd, NULL};
+        cleanup_free char *wd = plan_workdir(args);
+        cm_exec_spec spec = {.argv = argv, .argc = 3, .workdir = wd, .output_cap = OUTPUT_CAP};
+        cm_exec_result res = {0};
+        target t = {0};
+        bool sh = false;
+        int r;
+
+        if (plan_timeout(call, args, &spec.timeout_ms, err) < 0 || begin(call, args, "system_run_command", &t, err) < 0)
+                return -1;
+        r = run(call, &t, &spec, &res, err);
+        if (r < 0 && err->code == ENOENT && !mcp_call_cancelled(call)) {
+                /* No bash in the image: the seed's tool promises a shell, so
+                 * sh, and the result says so.  (A working_dir that does not
+                 * exist is ENOENT too: sh then fails the same way, and its
+                 * error is the one shown.) */
+                cm_exec_result_clear(&res);
+                *err = (cm_err)CM_ERR_INIT;
+                argv[0] = (char *)"sh";
+                sh = true;
+                r = run(call, &t, &spec, &res, err);
+        }
+        if (r == 0) {
+                *ret = json_pack("{s:o, s:o, s:i, s:b}", "stdout", cm_json_bytes(res.out, res.out_len), "stderr",
+                                 cm_json_bytes(res.err, res.err_len), "exit_code", res.exit_code, "success",
+                                 res.exit_code == 0 && !res.timed_out);
+                if (sh)
+                        (void)json_object_set_new(*ret, "shell", json_string("sh"));
+                if (res.timed_out)
+                        (void)json_object_set_new(*ret, "timed_out", json_true());
+                if (res.truncated)
+                        (void)json_object_set_new(*ret, "truncated", json_true());
+                *ret_text = command_text(&res, sh);
+        }
+        cm_exec_result_clear(&res);
+        done(call, &t);
+        return r;
+}
+
+/* ---- system_run_python ---------------------------------------------------- */
+
+/* The wrapper, run as python3 -c WRAPPER LIMIT CAP TIMEOUT with the code on
+ * stdin.  A child runs the code with stdout and stderr on two memfds and
+ * writes `_` (as JSON, else its repr) to a third, close-on-exec one that
+ * nothing the code prints reaches; the parent waits for it, reads the
+ * three and prints one JSON document, the only thing on the exec's
+ * stdout.  Output survives an os._exit or a crash of the code; on timeout
+ * the parent kills the child, prints what it has and waits for the exec's
+ * timeout to kill the whole tree. */
+static const char python_wrapper[] =
+        "import json,os,signal,sys,traceback\n"
+        "lim,cap,tmo=int(sys.argv[1]),int(sys.argv[2]),int(sys.argv[3])\n"
+        "code=sys.stdin.buffer.read().decode('utf-8','surrogateescape')\n"
+        "fo,fe,fr=os.memfd_create('output',0),os.memfd_create('error',0),os.memfd_create('result')\n"
+        "pid=os.fork()\n"
+        "if pid==0:\n"
+        " nul=os.open('/dev/null',os.O_RDONLY);os.dup2(nul,0);os.dup2(fo,1);os.dup2(fe,2)\n"
+        " os.close(nul);os.close(fo);os.close(fe)\n"
+        " import resource\n"
+        " resource.setrlimit(resource.RLIMIT_AS,(lim,lim))\n"
+        " g={'__name__':'__main__','__builtins__':__builtins__};d={'ok':True}\n"
+        " try:\n"
+        "  exec(compile(code,'<code>','exec'),g)\n"
+        " except SystemExit as e:\n"
+        "  d['ok']=e.code is None or e.code==0\n"
+        "  if not d['ok']:print('SystemExit: %r'%(e.code,),file=sys.stderr)\n"
+        " except BaseException as e:\n"
+        "  d['ok']=False\n"
+        "  traceback.print_exception(type(e),e,e.__traceback__.tb_next)\n"
+        " try:sys.stdout.flush();sys.stderr.flush()\n"
+        " except BaseException:pass\n"
+        " if '_' in g:\n"
+        "  v=g['_']\n"
+        "  try:d['json']=json.dumps(v,allow_nan=False)\n"
+        "  except BaseException:\n"
+        "   try:d['repr']=repr(v)\n"
+        "   except BaseException:d['repr']='<repr failed>'\n"
+        "  if len(d.get('json',d.get('repr','')))>cap:d.pop('json',0);d.pop('repr',0);d['big']=True\n"
+        " os.write(fr,json.dumps(d).encode())\n"
+        " os._exit(0)\n"
+        "late=[]\n"
+        "def alarm(*a):\n"
+        " late.append(1)\n"
+        " try:os.kill(pid,9)\n"
+        " except OSError:pass\n"
+        "signal.signal(signal.SIGALRM,alarm);signal.alarm(tmo)\n"
+        "while True:\n"
+        " try:st=os.waitpid(pid,0)[1];break\n"
+        " except InterruptedError:pass\n"
+        "signal.alarm(0)\n"
+        "def rd(fd,cap):\n"
+        " n=os.lseek(fd,0,os.SEEK_END);return os.pread(fd,min(n,cap),0),n>cap\n"
+        "o,ot=rd(fo,cap);e,et=rd(fe,cap);r,_x=rd(fr,cap*8)\n"
+        "doc={'output':o.decode('utf-8','replace'),'error':e.decode('utf-8','replace'),'truncated':ot or et}\n"
+        "d=json.loads(r) if r else None\n"
+        "if late:doc['timed_out']=True\n"
+        "elif d is None:doc['error']+=('\\n' if doc['error'] and not doc['error'].endswith('\\n') else '')+"
+        "('[the code ended the interpreter with exit status %d before finishing]'%os.WEXITSTATUS(st) if os.WIFEXITED(st) "
+        "else '[the code was killed by signal %d (memory limit?)]'%os.WTERMSIG(st))\n"
+        "doc['success']=bool(d and d['ok'] and not late)\n"
+        "if d and 'json' in d:doc['result']=json.loads(d['json'])\n"
+        "elif d and 'repr' in d:doc['result']=d['repr']\n"
+        "elif d and d.get('big'):doc['error']+='[result: the value of _ is over %d bytes; not returned]\\n'%cap\n"
+        "sys.stdout.write(json.dumps(doc));sys.stdout.flush()\n"
+        "if late:signal.pause()\n";
+
+/* The wrapper's document, checked; NULL when it is not one (the exec's
+ * tree was killed before it printed, python3 failed to start). */
+static json_t *python_doc(const cm_exec_result *res) {
+        json_t *doc = res->out_len ? json_loadb(res->out, res->out_len, 0, NULL) : NULL;
+        if (!json_is_object(doc) || !json_is_string(json_object_get(doc, "output")) ||
+            !json_is_string(json_object_get(doc, "error")) || !json_is_boolean(json_object_get(doc, "success"))) {
+                json_decref(doc);
+                return NULL;
+        }
+        if (!json_is_true(json_object_get(doc, "truncated")))
+                (void)json_object_del(doc, "truncated");
+        return doc;
+}
+
+static char *python_text(const json_t *doc) {
+        const json_t *rv = json_object_get(doc, "result");
+        cleanup_free char *rj = rv ? json_dumps(rv, JSON_ENCODE_ANY) : NULL;
+        cleanup_free char *result = rj ? xasprintf("; result %s", rj) : NULL;
+        const char *out = cm_json_str(doc, "output"), *e = cm_json_str(doc, "error");
+        return xasprintf("%s%s%s%s%s[%s%s%s]", out, *out && out[strlen(out) - 1] != '\n' ? "\n" : "",
+                         *e ? "[error]\n" : "", e, *e && e[strlen(e) - 1] != '\n' ? "\n" : "",
+                         json_is_true(json_object_get(doc, "success")) ? "success" : "failed",
+                         json_is_true(json_object_get(doc, "timed_out")) ? ", timed out" : "",
+                         result ? result : "");
+}
+
+static int python_result(const cm_exec_result *res, int64_t timeout_ms, json_t **ret, char **ret_text, cm_err *err) {
+        json_t *doc = python_doc(res);
+        if (!doc && res->timed_out) {
+                doc = json_pack("{s:s, s:o, s:b, s:b}", "output", "", "error",
+                                json_string_nocheck("[timed out; its output was lost with its process tree]"),
+                                "success", false, "timed_out", true);
+        } else if (!doc) {
+                return cm_err_set(err, ENOEXEC,
+                                  "python3 did not run in the container (exit code %d): %.*s; use a sandbox image "
+                                  "with python3 (CONTAINER_MCP_SANDBOX_IMAGE, or `container`)",
+                                  res->exit_code, (int)(res->err_len > 300 ? 300 : res->err_len),
+                                  res->err ? res->err : "");
+        }
+        if (json_is_true(json_object_get(doc, "timed_out"))) {
+                cleanup_free char *note = xasprintf("%s[timed out after %lld s; its whole process tree was killed]\n",
+                                                    cm_json_str(doc, "error"), (long long)(timeout_ms / 1000));
+                (void)json_object_set_new(doc, "error", json_string(note));
+        }
+        *ret_text = python_text(doc);
+        *ret = doc;
+        return 0;
+}
+
+static int system_run_python(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
+        const cm_config *cfg = cm_call_app(call)->cfg;
+        const char *code = cm_json_str(args, "code");
+        cleanup_free char *wd = plan_workdir(args);
+        cleanup_free char *lim = xasprintf("%lld", (long long)cfg->python_memory);
+        cleanup_free char *cap = xasprintf("%zu", OUTPUT_CAP);
+        cleanup_free char *tmo = NULL;
+        char *argv[] = {(char *)"python3", (char *)"-c", (char *)python_wrapper, lim, cap, NULL, NULL};
+        /* room for the wrapper's JSON of two capped streams, escapes included */
+        cm_exec_spec spec = {.argv = argv, .argc = 6, .workdir = wd, .output_cap = 16 * OUTPUT_CAP,
+                             .stdin_data = code, .stdin_len = strlen(code)};
+        cm_exec_result res = {0};
+        target t = {0};
+        int64_t timeout_ms;
+        int r;
+
+        if (plan_timeout(call, args, &timeout_ms, err) < 0 || begin(call, args, "system_run_python", &t, err) < 0)
+                return -1;
+        argv[5] = tmo = xasprintf("%lld", (long long)(timeout_ms / 1000));
+        spec.timeout_ms = timeout_ms + GRACE_SEC * 1000;
+        r = run(call, &t, &spec, &res, err);
+        if (r == 0)
+                r = python_result(&res, timeout_ms, ret, ret_text, err);
+        cm_exec_result_clear(&res);
+        done(call, &t);
+        return r;
+}
+
+/* ---- system_env_var --------------------------------------------------------- */
+
+/* NUL-separated NAME=value pairs as a JSON object; a later duplicate wins,
+ * as getenv would not promise, but no shell exports two. */
+static json_t *env_object(const char *p, size_t n) {
+        json_t *vars = json_object();
+        for (const char *end = p + n; p < end;) {
+                size_t len = strnlen(p, (size_t)(end - p));
+                const char *eq = memchr(p, '=', len);
+                if (eq && eq != p) {
+                        cleanup_free char *k = xstrndup(p, (size_t)(eq - p));
+                        (void)json_object_set_new(vars, k, cm_json_bytes(eq + 1, len - (size_t)(eq - p) - 1));
+                }
+                p += len + 1;
+        }
+        return vars;
+}
+
+static int system_env_var(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
+        char *argv[] = {(char *)"env", (char *)"-0", NULL};
+        cm_exec_spec spec = {.argv = argv, .argc = 2, .output_cap = 4 * OUTPUT_CAP, .timeout_ms = 30000};
+        cm_exec_result res = {0};
+        const char *name = cm_json_str(args, "var_name");
+        target t = {0};
+        int r;
+
+        (void)ret_text; /* the JSON is the text */
+        if (begin(call, args, "system_env_var", &t, err) < 0)
+                return -1;
+        r = run(call, &t, &spec, &res, err);
+        if (r == 0 && (res.exit_code != 0 || res.truncated))
+                r = cm_err_set(err, EIO, "env -0 in the container failed (exit code %d%s): %.*s", res.exit_code,
+                               res.truncated ? ", output over 4 MiB" : "", (int)(res.err_len > 300 ? 300 : res.err_len),
+                               res.err ? res.err : "");
+        if (r == 0) {
+                json_t *vars = env_object(res.out, res.out_len);
+                *ret = json_pack("{s:o}", "variables", vars);
+                if (name) {
+                        json_t *v = json_object_get(vars, name);
+                        (void)json_object_set_new(*ret, "requested_var", v ? json_incref(v) : json_null());
+                }
+        }
+        cm_exec_result_clear(&res);
+        done(call, &t);
+        return r;
+}
+
+/* Name, description and schemas of each: src/tools/defs/sandbox.json. */
+static const cm_tool_handler handlers[] = {
+        {"system_run_command", system_run_command},
+        {"system_run_python", system_run_python},
+        {"system_env_var", system_env_var},
+};
+
+const cm_tool_family cm_tools_sandbox = {__FILE__, handlers, ARRAY_SIZE(handlers)};
