@@ -67,6 +67,35 @@ const cases = [
     args: (ctx) => ({ container: ctx.id, direction: 'from_container', source: '/workspace/in.txt', destination: path.join(allowed, 'back.txt') }),
     expect: () => assert.equal(fs.readFileSync(path.join(allowed, 'back.txt'), 'utf8'), 'copied\n'),
   },
+  // the session sandbox's tools (made by the first of them, removed with the session)
+  {
+    name: 'system_run_command', args: () => ({ command: 'echo out; echo err >&2; exit 3' }),
+    expect: (r) => assert.deepEqual(r, { stdout: 'out\n', stderr: 'err\n', exit_code: 3, success: false }),
+  },
+  {
+    name: 'system_run_command', shape: 'timed out', args: () => ({ command: 'sleep 30', timeout: 1 }),
+    expect: (r) => assert.deepEqual([r.success, r.timed_out], [false, true]),
+  },
+  {
+    name: 'system_run_command', shape: 'in container', args: (ctx) => ({ command: 'cat /workspace/in.txt', container: ctx.id }),
+    expect: (r) => assert.equal(r.stdout, 'copied\n'),
+  },
+  {
+    name: 'system_run_python', args: () => ({ code: "print('Hello, world!')\n_ = 42" }),
+    expect: (r) => assert.deepEqual(r, { output: 'Hello, world!\n', error: '', result: 42, success: true }),
+  },
+  { name: 'system_run_python', shape: 'repr', args: () => ({ code: '_ = {1}' }), expect: (r) => assert.equal(r.result, '{1}') },
+  {
+    name: 'system_run_python', shape: 'exception, no result', args: () => ({ code: 'raise ValueError(7)' }),
+    expect: (r) => { assert.equal(r.success, false); assert.ok(!('result' in r)); assert.match(r.error, /ValueError: 7/); },
+  },
+  {
+    name: 'system_run_python', shape: 'timed out', args: () => ({ code: 'import time\ntime.sleep(30)', timeout: 1 }),
+    expect: (r) => assert.deepEqual([r.success, r.timed_out], [false, true]),
+  },
+  { name: 'system_env_var', args: () => ({ var_name: 'PATH' }), expect: (r) => assert.equal(r.requested_var, r.variables.PATH) },
+  { name: 'system_env_var', shape: 'unset', args: () => ({ var_name: 'NOT_SET_HERE' }), expect: (r) => assert.equal(r.requested_var, null) },
+  { name: 'system_env_var', shape: 'all', args: () => ({}), expect: (r) => assert.ok(!('requested_var' in r)) },
   { name: 'stop_container', args: (ctx) => ({ container: ctx.id, timeout: 1 }), expect: (r) => assert.equal(r.stopped, true) },
   { name: 'remove_container', args: (ctx) => ({ container: ctx.id, force: true }), expect: (r) => assert.equal(r.removed, true) },
   {
