@@ -63,13 +63,19 @@ describe('read-only mode', () => {
         ['copy_files', { container: c.id, direction: 'from_container', source: '/workspace/inside.txt', destination: host('copied-out.txt') }],
         ['stop_container', { container: c.id, timeout: 0 }],
         ['remove_container', { container: c.id, force: true }],
+        // the sandbox tools run a process (and would make the session's
+        // sandbox): refused, in the target and in a sandbox of their own
+        ['system_run_command', { container: c.id, command: 'touch /m/ran-command' }],
+        ['system_run_command', { command: 'true' }],
+        ['system_run_python', { container: c.id, code: "open('/m/ran-python', 'w')" }],
+        ['system_env_var', {}],
       ];
       for (const [name, args] of attempts) refused(await call(ro, name, args), new RegExp(`^${name} refused`), ...RO_WORDS);
 
       // Nothing happened: no run (no new record, no marker), no exec, no copy
       // either way, the target neither stopped nor removed.
       assert.deepEqual(records(), before, 'a record appeared or went');
-      for (const f of ['ran-detached', 'ran-wait', 'ran-exec', 'copied-out.txt'])
+      for (const f of ['ran-detached', 'ran-wait', 'ran-exec', 'copied-out.txt', 'ran-command', 'ran-python'])
         assert.equal(fs.existsSync(host(f)), false, `${f} exists on the host`);
       assert.ok(alive(pid), 'the target\'s init was stopped');
       const inside = ok(await call(rw, 'exec_in_container', { container: c.id, command: ['ls', '/workspace'] }));
@@ -91,6 +97,7 @@ describe('read-only mode', () => {
       assert.equal(insp.init.pid, pid);
       assert.ok(ok(await call(ro, 'container_stats', { container: c.id })).pids >= 1);
       assert.equal(ok(await call(ro, 'system_status', {})).policy.readonly, true);
+      assert.equal(ok(await call(ro, 'system_status', {})).sessionSandbox, null, 'a refused call made a sandbox');
 
       ok(await call(rw, 'remove_container', { container: c.id, force: true }));
       await eventually(() => !alive(pid), 20000, `init ${pid} to go after remove`);
