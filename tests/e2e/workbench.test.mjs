@@ -110,6 +110,11 @@ describe('system_run_python', () => {
       assert.ok(!('result' in fake), `a printed _ became result: ${JSON.stringify(fake)}`);
       assert.match(fake.output, /^_ = 666\n\{"output"/);
       assert.equal(fake.success, true);
+      // The wrapper's own words, printed, then the interpreter ended before
+      // the wrapper could speak: still no result.
+      const ended = ok(await py(s, "import json, os\nprint(json.dumps({'ok': True, 'json': '666'}))\nprint(json.dumps({'result': 666}), flush=True)\nos._exit(0)"));
+      assert.ok(!('result' in ended), `a printed document became result: ${JSON.stringify(ended)}`);
+      assert.equal(ended.success, false, 'the code never finished');
       // A subprocess's output is the code's output too.
       assert.equal(ok(await py(s, "import subprocess\nsubprocess.run(['echo', 'child'])")).output, 'child\n');
     } finally {

@@ -527,6 +527,37 @@ static void test_slow_classification(void **state) {
         (void)state;
 }
 
+/* Per-session attachments (the tools' sandbox): created once per key,
+ * destroyed exactly once, and only when the session's last reference
+ * goes (a call in flight holds one). */
+static int attach_creates, attach_destroys;
+static void *attach_create(void *arg) {
+        attach_creates++;
+        return arg;
+}
+static void attach_destroy(void *data) {
+        assert_ptr_equal(data, &attach_creates);
+        attach_destroys++;
+}
+
+static void test_attach(void **state) {
+        fixture *f = *state;
+        mcp_session *s = mcp_session_new(f->srv, NULL);
+        static const char key, other;
+        attach_creates = attach_destroys = 0;
+        assert_null(mcp_session_attached(s, &key));
+        assert_ptr_equal(mcp_session_attach(s, &key, attach_create, &attach_creates, attach_destroy), &attach_creates);
+        assert_ptr_equal(mcp_session_attach(s, &key, attach_create, NULL, attach_destroy), &attach_creates);
+        assert_ptr_equal(mcp_session_attached(s, &key), &attach_creates);
+        assert_null(mcp_session_attached(s, &other));
+        assert_int_equal(attach_creates, 1);
+        mcp_session_ref(s); /* as a call in flight does */
+        mcp_session_unref(s); /* the transport drops it */
+        assert_int_equal(attach_destroys, 0);
+        mcp_session_unref(s); /* the call returns */
+        assert_int_equal(attach_destroys, 1);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_negotiation),
@@ -544,6 +575,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_refuse, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_batch_job, setup, teardown),
                 cmocka_unit_test(test_slow_classification),
+                cmocka_unit_test_setup_teardown(test_attach, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
