@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { eventually, httpClient, sseClient, startHttp, stdioClient, tmpDir } from './lib.mjs';
+import { assertNoSanitizerReport, eventually, httpClient, sseClient, startHttp, stdioClient, tmpDir } from './lib.mjs';
 import { alive, call, nativeBackend, ok, ownCgroupDirs, procsWith, refused } from './tools.mjs';
 
 const T = { timeout: 120000 };
@@ -305,6 +305,7 @@ describe('every way a session ends removes its sandbox', () => {
       s.proc.kill('SIGTERM');
       await eventually(() => s.proc.exitCode !== null || s.proc.signalCode !== null, 20000, 'the server to exit');
       assert.equal(s.proc.exitCode, 0, s.stderr());
+      assertNoSanitizerReport(s.stderr());
     } finally {
       s.kill();
     }
