@@ -346,6 +346,26 @@ describe('every way a session ends removes its sandbox', () => {
     }
   });
 
+  test('a crash (SIGKILL): the next server\'s orphan reaping removes it', T, async (t) => {
+    if (skip) return t.skip(skip);
+    const s = await open();
+    let tr;
+    try {
+      tr = await traces(s);
+    } finally {
+      s.kill();
+    }
+    await eventually(() => s.proc.exitCode !== null || s.proc.signalCode !== null, 20000, 'the server to die');
+    // its record (and cgroup) are left for the next start to reap
+    assert.ok(records().includes(tr.id), 'the record of a crashed server\'s sandbox');
+    const next = await open();
+    try {
+      await assertGone(tr, 'the next server\'s start');
+    } finally {
+      await next.close().finally(() => next.kill());
+    }
+  });
+
   test('CONTAINER_MCP_SANDBOX_TTL: an idle sandbox is removed, the next call gets a new one', T, async (t) => {
     if (skip) return t.skip(skip);
     const s = await open({ CONTAINER_MCP_SANDBOX_TTL: '2' });
