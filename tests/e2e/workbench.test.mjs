@@ -18,7 +18,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { assertNoSanitizerReport, eventually, httpClient, sseClient, startHttp, stdioClient, tmpDir } from './lib.mjs';
-import { alive, call, nativeBackend, ok, ownCgroupDirs, procsWith, refused } from './tools.mjs';
+import { AS_NOBODY, alive, call, nativeBackend, ok, ownCgroupDirs, procsWith, refused } from './tools.mjs';
 
 const T = { timeout: 120000 };
 const state = tmpDir('cmcp-workbench-state-');
@@ -26,7 +26,7 @@ const ENV = { CONTAINER_MCP_STATE_DIR: state };
 const open = (env = {}) => stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
 const http = (env = {}) => startHttp({ env: { ...ENV, ...env } });
 const marker = () => String(100000000 + crypto.randomInt(800000000));
-const records = () => (fs.existsSync(path.join(state, 'containers')) ? fs.readdirSync(path.join(state, 'containers')) : []);
+const records = (dir = state) => (fs.existsSync(path.join(dir, 'containers')) ? fs.readdirSync(path.join(dir, 'containers')) : []);
 const sandboxId = async (s) => ok(await call(s, 'system_status', {})).sessionSandbox;
 const sh = (s, command, extra = {}, opts) => call(s, 'system_run_command', { command, ...extra }, opts);
 const py = (s, code, extra = {}, opts) => call(s, 'system_run_python', { code, ...extra }, opts);
@@ -50,11 +50,13 @@ async function traces(s) {
   return { id, m, pid, cgroups: ownCgroupDirs(pid) };
 }
 
-async function assertGone({ id, m, pid, cgroups }, what) {
+async function assertGone({ id, m, pid, cgroups }, what, dir = state) {
   await eventually(() => procsWith(m).length === 0, 30000, `"sleep ${m}" to be gone after ${what}`);
   await eventually(() => !alive(pid), 30000, `the sandbox's init ${pid} to be gone after ${what}`);
   await eventually(() => cgroups.every((d) => !fs.existsSync(d)), 30000, `cgroups ${cgroups} to be removed after ${what}`);
-  await eventually(() => !records().includes(id), 30000, `the record of ${id} to be removed after ${what}`);
+  await eventually(() => !records(dir).includes(id), 30000, `the record of ${id} to be removed after ${what}`);
+  const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(id));
+  assert.deepEqual(mounts, [], `mounts of ${id} left on the host after ${what}`);
 }
 
 describe('the seed\'s examples', () => {
@@ -344,6 +346,24 @@ describe('every way a session ends removes its sandbox', () => {
     } finally {
       await srv.stop();
     }
+  });
+
+  test('stdio, a server run as nobody: the sandbox works and goes with the session', T, async (t) => {
+    if (skip) return t.skip(skip);
+    if (process.getuid() !== 0) return t.skip('needs root to run the server as nobody');
+    fs.chmodSync(state, 0o755);
+    const dir = path.join(state, 'nobody');
+    fs.mkdirSync(dir, { mode: 0o700 });
+    fs.chownSync(dir, 65534, 65534);
+    const s = await stdioClient({ args: ['serve'], wrap: AS_NOBODY, env: { CONTAINER_MCP_STATE_DIR: dir } });
+    let tr;
+    try {
+      assert.deepEqual(ok(await py(s, "open('f', 'w').write('x')\n_ = open('f').read()")), { output: '', error: '', result: 'x', success: true });
+      tr = await traces(s);
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+    await assertGone(tr, 'stdin closed (server as nobody)', dir);
   });
 
   test('a crash (SIGKILL): the next server\'s orphan reaping removes it', T, async (t) => {
