@@ -182,7 +182,7 @@ static const char python_wrapper[] =
 /* The wrapper's document, checked; NULL when it is not one (the exec's
  * tree was killed before it printed, python3 failed to start). */
 static json_t *python_doc(const cm_exec_result *res) {
-        json_t *doc = res->out_len ? json_loadb(res->out, res->out_len, 0, NULL) : NULL;
+        json_t *doc = res->out_len ? json_loadb(res->out, res->out_len, JSON_ALLOW_NUL, NULL) : NULL;
         if (!json_is_object(doc) || !json_is_string(json_object_get(doc, "output")) ||
             !json_is_string(json_object_get(doc, "error")) || !json_is_boolean(json_object_get(doc, "success"))) {
                 json_decref(doc);
@@ -193,16 +193,20 @@ static json_t *python_doc(const cm_exec_result *res) {
         return doc;
 }
 
+/* output, [error] and error, then a last line with the verdict and the
+ * result: everything structuredContent says, NUL bytes escaped as for
+ * exec results (cm_text_of_bytes). */
 static char *python_text(const json_t *doc) {
+        const json_t *o = json_object_get(doc, "output"), *e = json_object_get(doc, "error");
         const json_t *rv = json_object_get(doc, "result");
+        cleanup_free char *out = cm_text_of_bytes(json_string_value(o), json_string_length(o));
+        cleanup_free char *er = cm_text_of_bytes(json_string_value(e), json_string_length(e));
         cleanup_free char *rj = rv ? json_dumps(rv, JSON_ENCODE_ANY) : NULL;
         cleanup_free char *result = rj ? xasprintf("; result %s", rj) : NULL;
-        const char *out = cm_json_str(doc, "output"), *e = cm_json_str(doc, "error");
         return xasprintf("%s%s%s%s%s[%s%s%s]", out, *out && out[strlen(out) - 1] != '\n' ? "\n" : "",
-                         *e ? "[error]\n" : "", e, *e && e[strlen(e) - 1] != '\n' ? "\n" : "",
+                         *er ? "[error]\n" : "", er, *er && er[strlen(er) - 1] != '\n' ? "\n" : "",
                          json_is_true(json_object_get(doc, "success")) ? "success" : "failed",
-                         json_is_true(json_object_get(doc, "timed_out")) ? ", timed out" : "",
-                         result ? result : "");
+                         json_is_true(json_object_get(doc, "timed_out")) ? ", timed out" : "", result ? result : "");
 }
 
 static int python_result(const cm_exec_result *res, int64_t timeout_ms, json_t **ret, char **ret_text, cm_err *err) {
@@ -219,9 +223,15 @@ static int python_result(const cm_exec_result *res, int64_t timeout_ms, json_t *
                                   res->err ? res->err : "");
         }
         if (json_is_true(json_object_get(doc, "timed_out"))) {
-                cleanup_free char *note = xasprintf("%s[timed out after %lld s; its whole process tree was killed]\n",
-                                                    cm_json_str(doc, "error"), (long long)(timeout_ms / 1000));
-                (void)json_object_set_new(doc, "error", json_string(note));
+                /* appended by length: the error may hold NUL bytes */
+                const json_t *e = json_object_get(doc, "error");
+                size_t el = json_string_length(e);
+                cleanup_free char *note = xasprintf("[timed out after %lld s; its whole process tree was killed]\n",
+                                                    (long long)(timeout_ms / 1000));
+                cleanup_free char *all = xmalloc(el + strlen(note));
+                memcpy(all, json_string_value(e), el);
+                memcpy(all + el, note, strlen(note));
+                (void)json_object_set_new(doc, "error", json_stringn(all, el + strlen(note)));
         }
         *ret_text = python_text(doc);
         *ret = doc;

@@ -117,6 +117,11 @@ describe('system_run_python', () => {
       const ended = ok(await py(s, "import json, os\nprint(json.dumps({'ok': True, 'json': '666'}))\nprint(json.dumps({'result': 666}), flush=True)\nos._exit(0)"));
       assert.ok(!('result' in ended), `a printed document became result: ${JSON.stringify(ended)}`);
       assert.equal(ended.success, false, 'the code never finished');
+      // NUL bytes in output and result (a bug: the wrapper's document was
+      // refused), and output over the 1 MiB cap.
+      assert.deepEqual(ok(await py(s, "print('a\\0b')\n_ = 'x\\0y'")), { output: 'a\0b\n', error: '', result: 'x\0y', success: true });
+      const flood = ok(await py(s, "print('x' * 3000000)"));
+      assert.deepEqual([flood.truncated, flood.output.length, flood.success], [true, 1 << 20, true]);
       // A subprocess's output is the code's output too.
       assert.equal(ok(await py(s, "import subprocess\nsubprocess.run(['echo', 'child'])")).output, 'child\n');
     } finally {
