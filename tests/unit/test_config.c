@@ -26,7 +26,9 @@ static int setup(void **state) {
                                            "CONTAINER_MCP_MAX_CONTAINERS", "CONTAINER_MCP_AGENT_NAME",
                                            "CONTAINER_MCP_DEFAULT_CPUS", "CONTAINER_MCP_MAX_MEMORY",
                                            "CONTAINER_MCP_MAX_CPUS", "CONTAINER_MCP_SHARE_CONTAINERS",
-                                           "CONTAINER_MCP_SHARED_CONTAINERS"};
+                                           "CONTAINER_MCP_SHARED_CONTAINERS", "CONTAINER_MCP_SANDBOX_IMAGE",
+                                           "CONTAINER_MCP_SANDBOX_TTL", "CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT",
+                                           "CONTAINER_MCP_COMMAND_TIMEOUT_MAX", "CONTAINER_MCP_PYTHON_MEMORY"};
         for (size_t i = 0; i < ARRAY_SIZE(vars); i++)
                 (void)unsetenv(vars[i]);
         cleanup_free char *st = xasprintf("%s/state", tmp);
@@ -164,6 +166,46 @@ static void test_sharing(void **state) {
         (void)setenv("CONTAINER_MCP_SHARE_CONTAINERS", "sometimes", 1);
         assert_true(cm_config_load(&c, NULL, &err) < 0);
         assert_non_null(strstr(err.msg, "CONTAINER_MCP_SHARE_CONTAINERS"));
+        cm_config_free(&c);
+        (void)state;
+}
+
+/* The session sandbox's settings (issue 10): the seed's defaults; the
+ * Python memory as a size, a bare number being MiB as the seed's
+ * PYTHON_MEMORY_LIMIT; a default timeout over the maximum refused. */
+static void test_sandbox(void **state) {
+        cm_config c;
+        cm_err err = CM_ERR_INIT;
+        static const char *const bad_mem[] = {"15m", "lots", "-1", "99999999999999999999"};
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_string_equal(c.sandbox_image, "host");
+        assert_int_equal(c.sandbox_ttl_sec, 1800);
+        assert_int_equal(c.command_timeout_sec, 30);
+        assert_int_equal(c.command_timeout_max_sec, 120);
+        assert_int_equal(c.python_memory, 256 << 20);
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_SANDBOX_TTL", "0", 1);
+        (void)setenv("CONTAINER_MCP_PYTHON_MEMORY", "512", 1);
+        (void)setenv("CONTAINER_MCP_COMMAND_TIMEOUT_MAX", "10", 1);
+        (void)setenv("CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT", "10", 1);
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_int_equal(c.sandbox_ttl_sec, 0);
+        assert_int_equal(c.python_memory, 512 << 20);
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_PYTHON_MEMORY", "1g", 1);
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_int_equal(c.python_memory, 1 << 30);
+        cm_config_free(&c);
+        for (size_t i = 0; i < ARRAY_SIZE(bad_mem); i++) {
+                (void)setenv("CONTAINER_MCP_PYTHON_MEMORY", bad_mem[i], 1);
+                assert_true(cm_config_load(&c, NULL, &err) < 0);
+                assert_non_null(strstr(err.msg, "CONTAINER_MCP_PYTHON_MEMORY"));
+                cm_config_free(&c);
+        }
+        (void)unsetenv("CONTAINER_MCP_PYTHON_MEMORY");
+        (void)setenv("CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT", "11", 1);
+        assert_true(cm_config_load(&c, NULL, &err) < 0);
+        assert_non_null(strstr(err.msg, "CONTAINER_MCP_COMMAND_TIMEOUT_MAX"));
         cm_config_free(&c);
         (void)state;
 }
@@ -339,6 +381,7 @@ int main(void) {
                 cmocka_unit_test_setup(test_launch_dir_home_or_root_not_allowed, setup),
                 cmocka_unit_test_setup(test_env_and_errors, setup),
                 cmocka_unit_test_setup(test_env_file, setup),
+                cmocka_unit_test_setup(test_sandbox, setup),
         };
         TU_RUN_IN_TMP(tmp, tests);
 }
