@@ -170,7 +170,8 @@ static const char python_wrapper[] =
         "d=json.loads(r) if r else None\n"
         "if late:doc['timed_out']=True\n"
         "elif d is None:doc['error']+=('\\n' if doc['error'] and not doc['error'].endswith('\\n') else '')+"
-        "('[the code ended the interpreter with exit status %d before finishing]'%os.WEXITSTATUS(st) if os.WIFEXITED(st) "
+        "('[the code ended the interpreter with exit status %d before finishing]'%os.WEXITSTATUS(st) if "
+        "os.WIFEXITED(st) "
         "else '[the code was killed by signal %d (memory limit?)]'%os.WTERMSIG(st))\n"
         "doc['success']=bool(d and d['ok'] and not late)\n"
         "if d and 'json' in d:doc['result']=json.loads(d['json'])\n"
@@ -247,8 +248,12 @@ static int system_run_python(mcp_call *call, json_t *args, json_t **ret, char **
         cleanup_free char *tmo = NULL;
         char *argv[] = {(char *)"python3", (char *)"-c", (char *)python_wrapper, lim, cap, NULL, NULL};
         /* room for the wrapper's JSON of two capped streams, escapes included */
-        cm_exec_spec spec = {.argv = argv, .argc = 6, .workdir = wd, .output_cap = 16 * OUTPUT_CAP,
-                             .stdin_data = code, .stdin_len = strlen(code)};
+        cm_exec_spec spec = {.argv = argv,
+                             .argc = 6,
+                             .workdir = wd,
+                             .output_cap = 16 * OUTPUT_CAP,
+                             .stdin_data = code,
+                             .stdin_len = strlen(code)};
         cm_exec_result res = {0};
         target t = {0};
         int64_t timeout_ms;

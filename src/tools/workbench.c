@@ -34,11 +34,11 @@ struct cm_workbench {
         atomic_int refs;
         cm_workbenches *set;
         pthread_mutex_t lock;
-        char *id;           /* under lock; NULL: none now */
-        cm_backend *b;      /* the backend that holds it */
+        char *id;             /* under lock; NULL: none now */
+        cm_backend *b;        /* the backend that holds it */
         atomic_llong last_ms; /* monotonic; the last use */
-        atomic_uint busy;   /* calls running a process in it */
-        bool linked;        /* under set->mu */
+        atomic_uint busy;     /* calls running a process in it */
+        bool linked;          /* under set->mu */
         cm_workbench *prev, *next;
 };
 
@@ -314,8 +314,8 @@ static cm_workbench *session_wb(mcp_call *call) {
         return mcp_session_attach(mcp_call_session(call), &attach_key, wb_create, app->workbenches, wb_destroy);
 }
 
-static cm_backend *own_sandbox(mcp_call *call, size_t op_offset, const char *what, cm_container_info *ret,
-                               bool hold, cm_err *err) {
+static cm_backend *own_sandbox(mcp_call *call, size_t op_offset, const char *what, cm_container_info *ret, bool hold,
+                               cm_err *err) {
         cm_backend *b = cm_tool_backend(call, err);
         cm_workbench *w;
         if (!b)
