@@ -329,6 +329,8 @@ static int load_uints(cm_config *cfg, cm_err *err) {
                 {"CONTAINER_MCP_HTTP_STREAM_AFTER_MS", 1, 120000, offsetof(cm_config, http_stream_after_ms)},
                 {"CONTAINER_MCP_HTTP_KEEPALIVE_MS", 10, 120000, offsetof(cm_config, http_keepalive_ms)},
                 {"CONTAINER_MCP_HTTP_REPLAY_SEC", 1, 86400, offsetof(cm_config, http_replay_sec)},
+                /* the file tools (issue 10); 1 GiB is the largest message */
+                {"CONTAINER_MCP_FILE_MAX_SIZE_MB", 1, 1024, offsetof(cm_config, file_max_size_mb)},
         };
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
                 unsigned *field = (unsigned *)((char *)cfg + v[i].off);
@@ -471,6 +473,32 @@ static void load_origins(cm_config *cfg) {
         }
 }
 
+/* "txt, .MD,json" -> {"txt", "md", "json"}: compared with a file name's
+ * last extension, in lower case. */
+static int load_extensions(cm_config *cfg, cm_err *err) {
+        const char *v = getenv("CONTAINER_MCP_FILE_ALLOWED_EXTENSIONS");
+        cleanup_free char *copy = NULL;
+        char *save = NULL;
+        if (!v || !*v)
+                return 0;
+        copy = xstrdup(v);
+        cfg->file_allowed_extensions = strv_new();
+        for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+                t += *t == '.';
+                for (char *c = t; *c; c++) {
+                        if (*c == '/' || *c == '.')
+                                return cm_err_set(err, EINVAL,
+                                                  "CONTAINER_MCP_FILE_ALLOWED_EXTENSIONS=%s: \"%s\" is not an "
+                                                  "extension; list them like txt,md,json",
+                                                  v, t);
+                        *c = (char)tolower((unsigned char)*c);
+                }
+                if (*t)
+                        strv_push(&cfg->file_allowed_extensions, t);
+        }
+        return 0;
+}
+
 int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         memset(cfg, 0, sizeof *cfg);
         cfg->page_size = 100;
@@ -490,6 +518,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->http_stream_after_ms = 1000;
         cfg->http_keepalive_ms = 15000;
         cfg->http_replay_sec = 300;
+        cfg->file_max_size_mb = 10;
         cfg->allowed_hosts = strv_new();
         cfg->allowed_mounts = strv_new();
         cfg->image_dirs = strv_new();
@@ -505,7 +534,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->state_dir = default_state_dir();
         cfg->scratch_dir = xasprintf("%s/scratch", cfg->state_dir);
         if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0 || load_sharing(cfg, err) < 0 ||
-            load_ceilings(cfg, err) < 0)
+            load_ceilings(cfg, err) < 0 || load_extensions(cfg, err) < 0)
                 return -EINVAL;
         load_origins(cfg);
         return 0;
@@ -524,5 +553,6 @@ void cm_config_free(cm_config *cfg) {
         free(cfg->agent_name);
         free(cfg->backend);
         cm_strv_free(cfg->allowed_origins);
+        cm_strv_free(cfg->file_allowed_extensions);
         memset(cfg, 0, sizeof *cfg);
 }

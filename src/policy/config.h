@@ -53,6 +53,10 @@ typedef struct cm_config {
         unsigned http_keepalive_ms;       /* CONTAINER_MCP_HTTP_KEEPALIVE_MS */
         unsigned http_replay_sec;         /* CONTAINER_MCP_HTTP_REPLAY_SEC */
         unsigned http_threads;            /* CONTAINER_MCP_HTTP_THREADS: pool threads per listener; 0: auto */
+        /* The file tools (issue 10). */
+        unsigned file_max_size_mb;        /* CONTAINER_MCP_FILE_MAX_SIZE_MB: caps reads and writes */
+        char **file_allowed_extensions;   /* CONTAINER_MCP_FILE_ALLOWED_EXTENSIONS: lower case, no dot,
+                                             NULL-terminated; NULL: every name */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */
