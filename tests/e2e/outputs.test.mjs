@@ -67,6 +67,27 @@ const cases = [
     args: (ctx) => ({ container: ctx.id, direction: 'from_container', source: '/workspace/in.txt', destination: path.join(allowed, 'back.txt') }),
     expect: () => assert.equal(fs.readFileSync(path.join(allowed, 'back.txt'), 'utf8'), 'copied\n'),
   },
+  {
+    name: 'file_write', args: (ctx) => ({ container: ctx.id, path: 'sub/f.txt', content: 'grüße\n' }),
+    expect: (r) => assert.deepEqual([r.success, r.path], [true, '/workspace/sub/f.txt']),
+  },
+  {
+    name: 'file_read', args: (ctx) => ({ container: ctx.id, path: 'sub/f.txt' }),
+    expect: (r) => assert.deepEqual([r.content, r.size, r.success], ['grüße\n', 8, true]),
+  },
+  {
+    name: 'file_list', args: (ctx) => ({ container: ctx.id, recursive: true }),
+    expect: (r) => assert.deepEqual(r.entries.map((e) => [e.path, e.is_directory, e.size]),
+      [['/workspace/in.txt', false, 7], ['/workspace/sub', true, null], ['/workspace/sub/f.txt', false, 8]]),
+  },
+  {
+    name: 'file_move', args: (ctx) => ({ container: ctx.id, source: 'sub/f.txt', destination: 'g.txt' }),
+    expect: (r) => assert.deepEqual([r.success, r.source, r.destination], [true, '/workspace/sub/f.txt', '/workspace/g.txt']),
+  },
+  {
+    name: 'file_delete', args: (ctx) => ({ container: ctx.id, path: '/workspace/g.txt' }),
+    expect: (r) => assert.deepEqual([r.success, r.path], [true, '/workspace/g.txt']),
+  },
   { name: 'stop_container', args: (ctx) => ({ container: ctx.id, timeout: 1 }), expect: (r) => assert.equal(r.stopped, true) },
   { name: 'remove_container', args: (ctx) => ({ container: ctx.id, force: true }), expect: (r) => assert.equal(r.removed, true) },
   {
