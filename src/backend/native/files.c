@@ -213,8 +213,8 @@ static int open_parent(int root, const char *path, int *ret_fd, char **ret_name,
         if (cm_open_parent_at(root, path, true, ret_fd, ret_name, err) < 0)
                 return -1;
         if (pseudo_refused(*ret_fd, path, err) < 0) {
-                (void)close(*ret_fd);
-                free(*ret_name);
+                (void)close(take_fd(ret_fd));
+                free(steal_pointer(ret_name));
                 return -1;
         }
         return 0;
