@@ -124,9 +124,11 @@ static int read_all(int fd, uint64_t max, cm_file_data *ret, const char *path, c
                 if (k == 0)
                         break;
                 len += (size_t)k;
-                if (len > max) /* it grew since fstat */
+                if (len > max) { /* it grew since fstat */
+                        ret->size = len;
                         return cm_err_set(err, EFBIG, "%s is over the limit of %llu bytes", path,
                                           (unsigned long long)max);
+                }
         }
         buf[len] = 0;
         ret->data = steal_pointer(&buf);
