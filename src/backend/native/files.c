@@ -249,15 +249,16 @@ static int mode_for(int dir, const char *name, const char *path, mode_t *ret, cm
         return 0;
 }
 
-static int write_tmp(int dir, const char *tmp, const char *data, size_t len, mode_t mode, cm_err *err) {
+static int write_tmp(int dir, const char *tmp, const char *data, size_t len, mode_t mode, const char *path,
+                     cm_err *err) {
         cleanup_close int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         int e;
         if (fd < 0)
-                return cm_err_sys(err, errno, "creating a temporary file");
+                return cm_err_sys(err, errno, "writing %s (its temporary file)", path);
         if ((e = write_all(fd, data, len)) < 0 || (fchmod(fd, mode) < 0 && (e = -errno)))
-                return cm_err_sys(err, -e, "writing a temporary file");
+                return cm_err_sys(err, -e, "writing %s", path);
         e = close(take_fd(&fd)) < 0 ? -errno : 0;
-        return e < 0 && e != -EINTR ? cm_err_sys(err, -e, "writing a temporary file") : 0;
+        return e < 0 && e != -EINTR ? cm_err_sys(err, -e, "writing %s", path) : 0;
 }
 
 int native_file_write(cm_backend *b, const char *id, const char *path, const char *data, size_t len, cm_err *err) {
@@ -273,7 +274,7 @@ int native_file_write(cm_backend *b, const char *id, const char *path, const cha
          * old file or the new one, never a part. */
         native_random_id(rnd);
         (void)snprintf(tmp, sizeof tmp, ".cm-write-%s", rnd);
-        if (write_tmp(dir, tmp, data, len, mode, err) < 0) {
+        if (write_tmp(dir, tmp, data, len, mode, path, err) < 0) {
                 (void)unlinkat(dir, tmp, 0);
                 return -1;
         }
