@@ -124,9 +124,9 @@ static int file_write(mcp_call *call, json_t *args, json_t **ret, char **ret_tex
 }
 
 static json_t *entry_json(const cm_file_entry *e) {
-        return json_pack("{s:s, s:s, s:b, s:o, s:f}", "name", e->name, "path", e->path, "is_directory",
-                         e->is_directory, "size", e->is_directory ? json_null() : json_integer((json_int_t)e->size),
-                         "modified", e->modified);
+        return json_pack("{s:s, s:s, s:b, s:o, s:f}", "name", e->name, "path", e->path, "is_directory", e->is_directory,
+                         "size", e->is_directory ? json_null() : json_integer((json_int_t)e->size), "modified",
+                         e->modified);
 }
 
 static void list_result(mcp_call *call, const char *path, const cm_file_entry *v, size_t n, json_t **ret,

@@ -81,13 +81,26 @@ void cm_text_lines(const char *p, size_t n, size_t offset, size_t limit, size_t 
 static const struct {
         const char *name, *iconv;
 } encodings[] = {
-        {"utf-8", NULL},          {"utf8", NULL},          {"base64", NULL},
-        {"latin-1", "ISO-8859-1"}, {"latin1", "ISO-8859-1"}, {"iso-8859-1", "ISO-8859-1"},
-        {"latin-9", "ISO-8859-15"}, {"iso-8859-15", "ISO-8859-15"}, {"latin-2", "ISO-8859-2"},
-        {"iso-8859-2", "ISO-8859-2"}, {"cp1252", "CP1252"},      {"windows-1252", "CP1252"},
-        {"cp1250", "CP1250"},      {"windows-1250", "CP1250"}, {"cp1251", "CP1251"},
-        {"windows-1251", "CP1251"}, {"koi8-r", "KOI8-R"},      {"cp437", "CP437"},
-        {"ascii", "ASCII"},        {"us-ascii", "ASCII"},
+        {"utf-8", NULL},
+        {"utf8", NULL},
+        {"base64", NULL},
+        {"latin-1", "ISO-8859-1"},
+        {"latin1", "ISO-8859-1"},
+        {"iso-8859-1", "ISO-8859-1"},
+        {"latin-9", "ISO-8859-15"},
+        {"iso-8859-15", "ISO-8859-15"},
+        {"latin-2", "ISO-8859-2"},
+        {"iso-8859-2", "ISO-8859-2"},
+        {"cp1252", "CP1252"},
+        {"windows-1252", "CP1252"},
+        {"cp1250", "CP1250"},
+        {"windows-1250", "CP1250"},
+        {"cp1251", "CP1251"},
+        {"windows-1251", "CP1251"},
+        {"koi8-r", "KOI8-R"},
+        {"cp437", "CP437"},
+        {"ascii", "ASCII"},
+        {"us-ascii", "ASCII"},
 };
 
 const char cm_text_encodings[] = "utf-8, base64, latin-1 (iso-8859-1), latin-9 (iso-8859-15), latin-2 "
@@ -149,7 +162,8 @@ static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 static char *base64_encode(const unsigned char *p, size_t n, size_t *ret_len) {
         char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
         for (size_t i = 0; i < n; i += 3) {
-                uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+                uint32_t v =
+                        (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
                 *o++ = b64[v >> 18 & 63];
                 *o++ = b64[v >> 12 & 63];
                 *o++ = i + 1 < n ? b64[v >> 6 & 63] : '=';

@@ -190,11 +190,11 @@ describe('hostile paths stay inside the container', () => {
     withContainer(t, {}, async (s, id, sh) => {
       // The same host path seen from inside names nothing: the container's /tmp is its own.
       await sh(`ln -s ${hostDir} /workspace/abs && ln -s / /workspace/root && ` +
-        `ln -s ../../../../../../../..${hostDir} /workspace/rel && mkdir -p /workspace/sub`);
+        `ln -s ../../../../../../../..${hostDir} /workspace/rel && ln -s ../../../../.. /workspace/relroot && mkdir -p /workspace/sub`);
       const up = '../'.repeat(12);
       const attempts = [
         `${up}${hostDir.slice(1)}/w1.txt`, `/workspace/sub/${up}${hostDir.slice(1)}/w2.txt`,
-        'abs/w3.txt', 'rel/w4.txt', `root${hostDir}/w5.txt`, `root/../..${hostDir}/w6.txt`,
+        'abs/w3.txt', 'rel/w4.txt', `root${hostDir}/w5.txt`, `root/../..${hostDir}/w6.txt`, `relroot${hostDir}/w7.txt`,
       ];
       for (const p of attempts) {
         const r = await call(s, 'file_write', { container: id, path: p, content: 'escaped?\n' });
@@ -225,7 +225,7 @@ describe('hostile paths stay inside the container', () => {
       // check is in tests/unit/test_filetext.c)
       await assert.rejects(call(s, 'file_write', { container: id, path: 'nul\u0000x.txt', content: 'x' }), /NUL/);
       refused(await call(s, 'file_write', { container: id, path: `${'n'.repeat(256)}.txt`, content: 'x' }), /NAME_MAX/);
-      assert.equal(await sh('ls /workspace'), 'abs\nrel\nroot\nsub\n');
+      assert.equal(await sh('ls /workspace'), 'abs\nrel\nrelroot\nroot\nsub\n');
       assert.deepEqual(hostEntries(), []);
     }));
 

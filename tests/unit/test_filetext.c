@@ -105,10 +105,16 @@ static void test_utf8(void **state) {
         size_t n;
         char *out;
         (void)state;
-        out = decode("utf-8", "gr\xc3\xbc\xc3\x9f" "e\0x", 9, &n, &err);
+        out = decode("utf-8",
+                     "gr\xc3\xbc\xc3\x9f"
+                     "e\0x",
+                     9, &n, &err);
         assert_non_null(out);
         assert_int_equal(n, 9); /* a NUL is kept */
-        assert_memory_equal(out, "gr\xc3\xbc\xc3\x9f" "e\0x", 9);
+        assert_memory_equal(out,
+                            "gr\xc3\xbc\xc3\x9f"
+                            "e\0x",
+                            9);
         free(out);
         out = decode("UTF8", "\xf0\x9f\x8e\x89", 4, &n, &err);
         assert_non_null(out);
@@ -122,7 +128,12 @@ static void test_utf8(void **state) {
 static void test_base64(void **state) {
         static const struct {
                 const char *raw, *b64;
-        } v[] = {{"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+        } v[] = {{"", ""},
+                 {"f", "Zg=="},
+                 {"fo", "Zm8="},
+                 {"foo", "Zm9v"},
+                 {"foob", "Zm9vYg=="},
+                 {"fooba", "Zm9vYmE="},
                  {"foobar", "Zm9vYmFy"}};
         static const char *bad[] = {"Zg=a", "Z", "Zm9v!", "Zg===", "=Zg=", "Zm9vY"};
         unsigned char all[256];
@@ -185,8 +196,9 @@ static void test_single_byte(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_paths),     cmocka_unit_test(test_paths_refused), cmocka_unit_test(test_extensions),
-                cmocka_unit_test(test_lines),     cmocka_unit_test(test_utf8),          cmocka_unit_test(test_base64),
+                cmocka_unit_test(test_paths),       cmocka_unit_test(test_paths_refused),
+                cmocka_unit_test(test_extensions),  cmocka_unit_test(test_lines),
+                cmocka_unit_test(test_utf8),        cmocka_unit_test(test_base64),
                 cmocka_unit_test(test_single_byte),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

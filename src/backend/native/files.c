@@ -151,8 +151,10 @@ int native_file_read(cm_backend *b, const char *id, const char *path, uint64_t m
         if (pseudo_refused(pfd, path, err) < 0)
                 return -1;
         if (!S_ISREG(st.st_mode))
-                return cm_err_set(err, EINVAL, "%s is not a regular file (a device, FIFO or socket); file_read reads "
-                                  "files only", path);
+                return cm_err_set(err, EINVAL,
+                                  "%s is not a regular file (a device, FIFO or socket); file_read reads "
+                                  "files only",
+                                  path);
         if ((uint64_t)st.st_size > max_bytes) {
                 ret->size = (uint64_t)st.st_size;
                 return cm_err_set(err, EFBIG, "%s is %llu bytes, over the limit of %llu", path,
@@ -299,8 +301,10 @@ static int add_entry(lister *l, const char *dir, const char *name, const struct 
         if (l->q->pattern && fnmatch(l->q->pattern, name, FNM_PERIOD) != 0)
                 return 0;
         if (l->n == l->q->max_entries)
-                return cm_err_set(l->err, E2BIG, "more than %zu entries; list a subdirectory, or narrow it with "
-                                  "pattern or without recursive", l->q->max_entries);
+                return cm_err_set(l->err, E2BIG,
+                                  "more than %zu entries; list a subdirectory, or narrow it with "
+                                  "pattern or without recursive",
+                                  l->q->max_entries);
         if (l->n == l->cap) {
                 l->cap = l->cap ? 2 * l->cap : 64;
                 l->v = xrealloc(l->v, l->cap * sizeof *l->v);
@@ -336,7 +340,7 @@ static int list_dir(lister *l, int fd, const char *path, int depth) {
                         continue;
                 sfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (sfd < 0)
-                        continue; /* not readable by the sandbox, or swapped for a symlink */
+                        continue;           /* not readable by the sandbox, or swapped for a symlink */
                 if (cm_fd_is_pseudo(sfd)) { /* the container's /proc under / */
                         (void)close(sfd);
                         continue;
@@ -390,8 +394,10 @@ int native_file_delete(cm_backend *b, const char *id, const char *path, cm_err *
         if (unlinkat(dir, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) == 0)
                 return 0;
         if (errno == ENOTEMPTY || errno == EEXIST)
-                return cm_err_set(err, ENOTEMPTY, "%s is a directory that is not empty; delete what it holds first "
-                                  "(or system_run_command rm -r)", path);
+                return cm_err_set(err, ENOTEMPTY,
+                                  "%s is a directory that is not empty; delete what it holds first "
+                                  "(or system_run_command rm -r)",
+                                  path);
         return cm_err_sys(err, errno, "deleting %s", path);
 }
 
@@ -417,7 +423,9 @@ int native_file_move(cm_backend *b, const char *id, const char *src, const char 
         if (renameat(sdir, sname, ddir, dname) == 0)
                 return 0;
         if (errno == EXDEV)
-                return cm_err_set(err, EXDEV, "%s and %s are on different file systems of the container; copy it "
-                                  "(file_read then file_write) and delete the source", src, dst);
+                return cm_err_set(err, EXDEV,
+                                  "%s and %s are on different file systems of the container; copy it "
+                                  "(file_read then file_write) and delete the source",
+                                  src, dst);
         return cm_err_sys(err, errno, "moving %s to %s", src, dst);
 }
