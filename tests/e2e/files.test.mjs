@@ -40,11 +40,11 @@ after(() => {
 
 // A server and a running container on it; `fn(s, id, sh)` with sh(script)
 // running a shell line in the container (its stdout).
-async function withContainer(t, env, fn, { wrap = [], command = ['sleep', '3600'] } = {}) {
+async function withContainer(t, env, fn, { wrap = [], command = ['sleep', '3600'], mounts } = {}) {
   if (nativeReason) return t.skip(nativeReason);
   const s = await open(env, wrap);
   try {
-    const c = ok(await call(s, 'run_container', { image: 'host', command }));
+    const c = ok(await call(s, 'run_container', { image: 'host', command, ...(mounts ? { mounts } : {}) }));
     const sh = async (script) => {
       const r = ok(await call(s, 'exec_in_container', { container: c.id, command: ['sh', '-c', script] }));
       assert.equal(r.exitCode, 0, `${script}: ${r.stderr}`);
@@ -274,6 +274,29 @@ describe('owners and atomic writes', () => {
         }
         assert.equal(await sh('stat -c %u:%g /workspace/new/dir/owned.txt'), '0:0\n', 'inside, the sandbox\'s root');
       }, { wrap });
+    });
+  }
+
+  // Idmapped (the user is the sandbox's root there) and, forced with
+  // CONTAINER_MCP_NATIVE_IDMAP=0, plain (the range's ids; the directory is
+  // open to all so the sandbox may write).
+  for (const idmap of [true, false]) {
+    test(`a root server writing into a user's mount (${idmap ? 'idmapped' : 'not idmapped'}): never root's on the host`, T, (t) => {
+      if (process.getuid() !== 0) return t.skip('needs a root server');
+      const mount = tmpDir('cmcp-files-mount-');
+      fs.chownSync(mount, 65534, 65534); // a user's directory (nobody's here)
+      if (!idmap) fs.chmodSync(mount, 0o777);
+      const env = { CONTAINER_MCP_ALLOWED_MOUNTS: mount, ...(idmap ? {} : { CONTAINER_MCP_NATIVE_IDMAP: '0' }) };
+      return withContainer(t, env, async (s, id, sh) => {
+        const pid = ok(await call(s, 'inspect_container', { container: id })).init.pid;
+        const want = idmap ? 65534 : mapped(pid);
+        ok(await call(s, 'file_write', { container: id, path: '/m/made/by-tool.txt', content: 'x' }));
+        for (const p of ['made', 'made/by-tool.txt']) {
+          const st = fs.lstatSync(path.join(mount, p));
+          assert.deepEqual([st.uid, st.gid], [want, want], `${p} on the host`);
+        }
+        assert.equal(await sh('cat /m/made/by-tool.txt'), 'x');
+      }, { mounts: [{ source: mount, target: '/m' }] }).finally(() => fs.rmSync(mount, { recursive: true, force: true }));
     });
   }
 
