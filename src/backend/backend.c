@@ -50,3 +50,16 @@ void cm_container_info_clear(cm_container_info *c) {
         free(c->labels);
         memset(c, 0, sizeof *c);
 }
+
+void cm_file_entries_free(cm_file_entry *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++) {
+                free(v[i].name);
+                free(v[i].path);
+        }
+        free(v);
+}
+
+void cm_file_data_clear(cm_file_data *d) {
+        free(d->data);
+        memset(d, 0, sizeof *d);
+}

@@ -122,6 +122,35 @@ typedef struct cm_host_path {
         const char *rel;
 } cm_host_path;
 
+/* A file or directory in a container, as the file tools report it. */
+typedef struct cm_file_entry {
+        char *name;        /* the last component */
+        char *path;        /* absolute, in the container */
+        bool is_directory;
+        uint64_t size;     /* bytes; 0 for a directory */
+        double modified;   /* unix seconds, with the fraction */
+} cm_file_entry;
+
+void cm_file_entries_free(cm_file_entry *v, size_t n);
+
+/* What file_read returns: the bytes (owned, NUL-terminated for
+ * convenience) and the file's size and mtime. */
+typedef struct cm_file_data {
+        char *data;
+        size_t len;
+        uint64_t size;
+        double modified;
+} cm_file_data;
+
+void cm_file_data_clear(cm_file_data *d);
+
+/* file_list: what to list below `path`. */
+typedef struct cm_file_query {
+        const char *pattern; /* fnmatch(3) glob on each entry's name; NULL: all */
+        bool recursive;
+        size_t max_entries;  /* more is an error (E2BIG) that says so */
+} cm_file_query;
+
 /* What status() reports about one backend. */
 typedef struct cm_backend_status {
         bool available;
@@ -163,6 +192,32 @@ typedef struct cm_backend_ops {
                        cm_copy_stats *ret, cm_err *err);
         int (*copy_out)(cm_backend *b, const char *id, const char *container_path, const cm_host_path *dst,
                         cm_copy_stats *ret, cm_err *err);
+        /* The file tools (issue 10).  `path` is absolute in the container and
+         * resolves inside its root: `..` and symlinks cannot leave it, and
+         * pseudo-filesystems (/proc, /sys, ...) are refused.  What is written
+         * belongs to the sandbox's root, never the server's user.
+         *
+         * file_read: a regular file (a final symlink is followed, inside the
+         * root); more than max_bytes is an error (EFBIG) that gives the
+         * size, nothing read. */
+        int (*file_read)(cm_backend *b, const char *id, const char *path, uint64_t max_bytes, cm_file_data *ret,
+                         cm_err *err);
+        /* Atomic: a temporary file in the same directory, then rename, so a
+         * reader sees the old file or the new one.  The new file keeps the
+         * mode of the one it replaces (0644 otherwise); missing parent
+         * directories are created (0755).  A symlink at `path` is replaced,
+         * not written through. */
+        int (*file_write)(cm_backend *b, const char *id, const char *path, const char *data, size_t len,
+                          cm_err *err);
+        /* The entries of directory `path` (or of its whole tree), sorted by
+         * path; symlinks are listed, never followed. */
+        int (*file_list)(cm_backend *b, const char *id, const char *path, const cm_file_query *q,
+                         cm_file_entry **ret, size_t *ret_n, cm_err *err);
+        /* A file, a symlink or an empty directory. */
+        int (*file_delete)(cm_backend *b, const char *id, const char *path, cm_err *err);
+        /* rename(2) inside the container; onto an existing directory the
+         * source moves inside it.  Across file systems: EXDEV. */
+        int (*file_move)(cm_backend *b, const char *id, const char *src, const char *dst, cm_err *err);
         void (*free)(cm_backend *b);
 } cm_backend_ops;
 

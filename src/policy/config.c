@@ -333,6 +333,8 @@ static int load_uints(cm_config *cfg, cm_err *err) {
                 {"CONTAINER_MCP_SANDBOX_TTL", 0, 604800, offsetof(cm_config, sandbox_ttl_sec)},
                 {"CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT", 1, 86400, offsetof(cm_config, command_timeout_sec)},
                 {"CONTAINER_MCP_COMMAND_TIMEOUT_MAX", 1, 86400, offsetof(cm_config, command_timeout_max_sec)},
+                /* the file tools (issue 10); 1 GiB is the largest message */
+                {"CONTAINER_MCP_FILE_MAX_SIZE_MB", 1, 1024, offsetof(cm_config, file_max_size_mb)},
         };
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
                 unsigned *field = (unsigned *)((char *)cfg + v[i].off);
@@ -503,6 +505,32 @@ static void load_origins(cm_config *cfg) {
         }
 }
 
+/* "txt, .MD,json" -> {"txt", "md", "json"}: compared with a file name's
+ * last extension, in lower case. */
+static int load_extensions(cm_config *cfg, cm_err *err) {
+        const char *v = getenv("CONTAINER_MCP_FILE_ALLOWED_EXTENSIONS");
+        cleanup_free char *copy = NULL;
+        char *save = NULL;
+        if (!v || !*v)
+                return 0;
+        copy = xstrdup(v);
+        cfg->file_allowed_extensions = strv_new();
+        for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+                t += *t == '.';
+                for (char *c = t; *c; c++) {
+                        if (*c == '/' || *c == '.')
+                                return cm_err_set(err, EINVAL,
+                                                  "CONTAINER_MCP_FILE_ALLOWED_EXTENSIONS=%s: \"%s\" is not an "
+                                                  "extension; list them like txt,md,json",
+                                                  v, t);
+                        *c = (char)tolower((unsigned char)*c);
+                }
+                if (*t)
+                        strv_push(&cfg->file_allowed_extensions, t);
+        }
+        return 0;
+}
+
 int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         memset(cfg, 0, sizeof *cfg);
         cfg->page_size = 100;
@@ -527,6 +555,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->command_timeout_sec = 30;
         cfg->command_timeout_max_sec = 120;
         cfg->python_memory = 256 << 20;
+        cfg->file_max_size_mb = 10;
         cfg->allowed_hosts = strv_new();
         cfg->allowed_mounts = strv_new();
         cfg->image_dirs = strv_new();
@@ -542,7 +571,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->state_dir = default_state_dir();
         cfg->scratch_dir = xasprintf("%s/scratch", cfg->state_dir);
         if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0 || load_sharing(cfg, err) < 0 ||
-            load_ceilings(cfg, err) < 0 || load_sandbox(cfg, err) < 0)
+            load_ceilings(cfg, err) < 0 || load_sandbox(cfg, err) < 0 || load_extensions(cfg, err) < 0)
                 return -EINVAL;
         load_origins(cfg);
         return 0;
@@ -562,5 +591,6 @@ void cm_config_free(cm_config *cfg) {
         free(cfg->backend);
         free(cfg->sandbox_image);
         cm_strv_free(cfg->allowed_origins);
+        cm_strv_free(cfg->file_allowed_extensions);
         memset(cfg, 0, sizeof *cfg);
 }

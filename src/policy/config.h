@@ -59,6 +59,10 @@ typedef struct cm_config {
         unsigned command_timeout_sec;     /* CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT */
         unsigned command_timeout_max_sec; /* CONTAINER_MCP_COMMAND_TIMEOUT_MAX */
         int64_t python_memory;            /* CONTAINER_MCP_PYTHON_MEMORY, bytes */
+        /* The file tools (issue 10). */
+        unsigned file_max_size_mb;        /* CONTAINER_MCP_FILE_MAX_SIZE_MB: caps reads and writes */
+        char **file_allowed_extensions;   /* CONTAINER_MCP_FILE_ALLOWED_EXTENSIONS: lower case, no dot,
+                                             NULL-terminated; NULL: every name */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */

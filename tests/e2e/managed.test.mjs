@@ -66,13 +66,19 @@ describe('containers without the managed label', () => {
           ['exec_in_container', { container: c.id, command: ['touch', '/m/exec-ran'] }],
           ['copy_files', { container: c.id, direction: 'to_container', source: host('in.txt'), destination: '/m/copied-in.txt' }],
           ['copy_files', { container: c.id, direction: 'from_container', source: '/etc/hostname', destination: host('out.txt') }],
+          ['file_write', { container: c.id, path: '/m/file-written.txt', content: 'x' }],
+          ['file_read', { container: c.id, path: '/etc/hostname' }],
+          ['file_list', { container: c.id, path: '/m' }],
+          ['file_move', { container: c.id, source: '/m/in.txt', destination: '/m/moved.txt' }],
+          ['file_delete', { container: c.id, path: '/m/in.txt' }],
           ['container_logs', { container: c.id }],
           ['container_stats', { container: c.id }],
           ['inspect_container', { container: c.id }],
           ['stop_container', { container: c.id, timeout: 0 }],
           ['remove_container', { container: c.id, force: true }],
         ]) refused(await call(a, name, args), ...words);
-        for (const f of ['exec-ran', 'copied-in.txt', 'out.txt']) assert.equal(fs.existsSync(host(f)), false, `${f} exists`);
+        for (const f of ['exec-ran', 'copied-in.txt', 'out.txt', 'file-written.txt', 'moved.txt']) assert.equal(fs.existsSync(host(f)), false, `${f} exists`);
+        assert.ok(fs.existsSync(host('in.txt')), 'a refused file_move or file_delete removed in.txt');
         assert.ok(alive(pid), 'a refused stop or remove stopped the container');
         assert.ok(fs.existsSync(recordDir(c.id)), 'a refused remove removed the record');
         assert.equal(ok(await call(a, 'list_containers', { all: true })).containers.some((x) => x.id === c.id), false,

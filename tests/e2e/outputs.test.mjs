@@ -96,6 +96,27 @@ const cases = [
   { name: 'system_env_var', args: () => ({ var_name: 'PATH' }), expect: (r) => assert.equal(r.requested_var, r.variables.PATH) },
   { name: 'system_env_var', shape: 'unset', args: () => ({ var_name: 'NOT_SET_HERE' }), expect: (r) => assert.equal(r.requested_var, null) },
   { name: 'system_env_var', shape: 'all', args: () => ({}), expect: (r) => assert.ok(!('requested_var' in r)) },
+  {
+    name: 'file_write', args: (ctx) => ({ container: ctx.id, path: 'sub/f.txt', content: 'grüße\n' }),
+    expect: (r) => assert.deepEqual([r.success, r.path], [true, '/workspace/sub/f.txt']),
+  },
+  {
+    name: 'file_read', args: (ctx) => ({ container: ctx.id, path: 'sub/f.txt' }),
+    expect: (r) => assert.deepEqual([r.content, r.size, r.success], ['grüße\n', 8, true]),
+  },
+  {
+    name: 'file_list', args: (ctx) => ({ container: ctx.id, recursive: true }),
+    expect: (r) => assert.deepEqual(r.entries.map((e) => [e.path, e.is_directory, e.size]),
+      [['/workspace/in.txt', false, 7], ['/workspace/sub', true, null], ['/workspace/sub/f.txt', false, 8]]),
+  },
+  {
+    name: 'file_move', args: (ctx) => ({ container: ctx.id, source: 'sub/f.txt', destination: 'g.txt' }),
+    expect: (r) => assert.deepEqual([r.success, r.source, r.destination], [true, '/workspace/sub/f.txt', '/workspace/g.txt']),
+  },
+  {
+    name: 'file_delete', args: (ctx) => ({ container: ctx.id, path: '/workspace/g.txt' }),
+    expect: (r) => assert.deepEqual([r.success, r.path], [true, '/workspace/g.txt']),
+  },
   { name: 'stop_container', args: (ctx) => ({ container: ctx.id, timeout: 1 }), expect: (r) => assert.equal(r.stopped, true) },
   { name: 'remove_container', args: (ctx) => ({ container: ctx.id, force: true }), expect: (r) => assert.equal(r.removed, true) },
   {

@@ -61,6 +61,10 @@ describe('read-only mode', () => {
         ['exec_in_container', { container: c.id, command: ['touch', '/m/ran-exec'] }],
         ['copy_files', { container: c.id, direction: 'to_container', source: host('host.txt'), destination: '/workspace' }],
         ['copy_files', { container: c.id, direction: 'from_container', source: '/workspace/inside.txt', destination: host('copied-out.txt') }],
+        ['file_write', { container: c.id, path: '/workspace/inside.txt', content: 'overwritten\n' }],
+        ['file_write', { container: c.id, path: '/workspace/new.txt', content: 'new\n' }],
+        ['file_delete', { container: c.id, path: '/workspace/inside.txt' }],
+        ['file_move', { container: c.id, source: '/workspace/inside.txt', destination: '/workspace/moved.txt' }],
         ['stop_container', { container: c.id, timeout: 0 }],
         ['remove_container', { container: c.id, force: true }],
         // the sandbox tools run a process (and would make the session's
@@ -79,7 +83,12 @@ describe('read-only mode', () => {
         assert.equal(fs.existsSync(host(f)), false, `${f} exists on the host`);
       assert.ok(alive(pid), 'the target\'s init was stopped');
       const inside = ok(await call(rw, 'exec_in_container', { container: c.id, command: ['ls', '/workspace'] }));
-      assert.equal(inside.stdout, 'inside.txt\n', 'copy_files to_container wrote into the container');
+      assert.equal(inside.stdout, 'inside.txt\n', 'copy_files to_container or file_write/file_move wrote into the container');
+      const kept = ok(await call(rw, 'exec_in_container', { container: c.id, command: ['cat', '/workspace/inside.txt'] }));
+      assert.equal(kept.stdout, 'inside\n', 'file_write, file_delete or file_move changed inside.txt');
+      // and the file tools that only read work on the read-only server
+      assert.equal(ok(await call(ro, 'file_read', { container: c.id, path: 'inside.txt' })).content, 'inside\n');
+      assert.deepEqual(ok(await call(ro, 'file_list', { container: c.id })).entries.map((e) => e.name), ['inside.txt']);
       assert.equal(ok(await call(rw, 'inspect_container', { container: c.id })).state, 'running');
 
       // Every tool the read-only server offers that is not marked read-only

@@ -70,6 +70,11 @@ function targetCalls(ref) {
     ['inspect_container', { container: ref }],
     ['copy_files', { container: ref, direction: 'from_container', source: '/workspace', destination: host }],
     ['copy_files', { container: ref, direction: 'to_container', source: allowed, destination: '/workspace' }],
+    ['file_read', { container: ref, path: '/etc/hostname' }],
+    ['file_write', { container: ref, path: 'planted.txt', content: 'from B' }],
+    ['file_list', { container: ref }],
+    ['file_delete', { container: ref, path: '/etc/hostname' }],
+    ['file_move', { container: ref, source: '/etc/hostname', destination: 'moved' }],
     ['stop_container', { container: ref, timeout: 0 }],
     ['remove_container', { container: ref, force: true }],
   ];

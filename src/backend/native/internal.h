@@ -613,6 +613,23 @@ int native_copy_in(cm_backend *b, const char *id, const cm_host_path *src, const
                    cm_copy_stats *ret, cm_err *err);
 int native_copy_out(cm_backend *b, const char *id, const char *container_path, const cm_host_path *dst,
                     cm_copy_stats *ret, cm_err *err);
+/* native_root_fd of a running container by id; `tool` names the caller in
+ * the error when it is not running. */
+int native_open_root(native *n, const char *id, const char *tool, int *ret_fd, cm_err *err);
+/* Root server: this thread's fs ids become (uid, gid) (per thread, raw
+ * syscalls); `dac` keeps CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH.
+ * (0, 0, true) restores the server's. */
+int native_fs_ids(uid_t uid, gid_t gid, bool dac);
+
+/* files.c: the file tools' operations, in the container's root. */
+int native_file_read(cm_backend *b, const char *id, const char *path, uint64_t max_bytes, cm_file_data *ret,
+                     cm_err *err);
+int native_file_write(cm_backend *b, const char *id, const char *path, const char *data, size_t len, cm_err *err);
+int native_file_list(cm_backend *b, const char *id, const char *path, const cm_file_query *q, cm_file_entry **ret,
+                     size_t *ret_n, cm_err *err);
+int native_file_delete(cm_backend *b, const char *id, const char *path, cm_err *err);
+int native_file_move(cm_backend *b, const char *id, const char *src, const char *dst, cm_err *err);
+
 /* An O_PATH fd of a running container's root directory: through
  * /proc/<init>/root when we may (root), else from the init itself (its
  * control socket), as a server without CAP_SYS_PTRACE may not look into a

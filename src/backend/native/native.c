@@ -417,6 +417,11 @@ static const cm_backend_ops native_ops = {
         .remove = native_remove,
         .copy_in = native_copy_in,
         .copy_out = native_copy_out,
+        .file_read = native_file_read,
+        .file_write = native_file_write,
+        .file_list = native_file_list,
+        .file_delete = native_file_delete,
+        .file_move = native_file_move,
         .free = native_free,
 };
 
