@@ -274,6 +274,32 @@ describe('the session sandbox', () => {
     }
   });
 
+  test('the file tools act on the session\'s sandbox: made by the first of them, shared with the sandbox tools, never another session\'s', T, async (t) => {
+    if (skip) return t.skip(skip);
+    const srv = await http();
+    const a = await httpClient(srv.url);
+    const b = await httpClient(srv.url);
+    try {
+      assert.equal(await sandboxId(a), null);
+      ok(await call(a, 'file_write', { path: 'notes/a.txt', content: 'from a\n' }));
+      const ia = await sandboxId(a);
+      assert.ok(ia, 'file_write made the session sandbox');
+      assert.equal(ok(await sh(a, 'cat notes/a.txt')).stdout, 'from a\n');
+      ok(await sh(a, 'echo made by sh > /workspace/b.txt'));
+      assert.equal(ok(await call(a, 'file_read', { path: 'b.txt' })).content, 'made by sh\n');
+      assert.equal(await sandboxId(a), ia, 'one sandbox for both families');
+      // b's file tools reach b's own (new, empty) sandbox, and not a's by id
+      refused(await call(b, 'file_read', { path: 'notes/a.txt' }));
+      assert.notEqual(await sandboxId(b), ia);
+      refused(await call(b, 'file_read', { path: 'notes/a.txt', container: ia }), /no container/);
+      assert.deepEqual(ok(await call(b, 'file_list', {})).entries, []);
+    } finally {
+      await a.close();
+      await b.close();
+      await srv.stop();
+    }
+  });
+
   test('read-only mode refuses all three and creates no sandbox', T, async (t) => {
     if (skip) return t.skip(skip);
     const s = await open({ CONTAINER_MCP_READONLY: '1' });
