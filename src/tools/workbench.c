@@ -264,6 +264,12 @@ static int wb_start_locked(mcp_call *call, cm_workbench *w, cm_err *err) {
 
         if (!w->b->ops->run || !w->b->ops->list)
                 return cm_tool_unsupported(w->b, "run containers yet", err);
+        /* Making the sandbox is a change like run_container: file_read and
+         * file_list still work in read-only mode, on a named container. */
+        if (cfg->readonly)
+                return cm_err_set(err, EROFS,
+                                  "this session has no sandbox, and the server runs with CONTAINER_MCP_READONLY, "
+                                  "which makes none: pass `container` to read a container that exists");
         if (cm_policy_image(cfg, cfg->sandbox_image, &image_real, err) < 0) {
                 cm_err_prefix(err, "the session sandbox's image (CONTAINER_MCP_SANDBOX_IMAGE)");
                 return -1;

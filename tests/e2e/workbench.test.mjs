@@ -300,7 +300,7 @@ describe('the session sandbox', () => {
     }
   });
 
-  test('read-only mode refuses all three and creates no sandbox', T, async (t) => {
+  test('read-only mode refuses all three, and the file tools make no sandbox', T, async (t) => {
     if (skip) return t.skip(skip);
     const s = await open({ CONTAINER_MCP_READONLY: '1' });
     try {
@@ -308,6 +308,8 @@ describe('the session sandbox', () => {
       refused(await sh(s, 'true'), /system_run_command refused/, /CONTAINER_MCP_READONLY/);
       refused(await py(s, 'pass'), /system_run_python refused/);
       refused(await call(s, 'system_env_var', {}), /system_env_var refused/);
+      refused(await call(s, 'file_read', { path: 'x' }), /CONTAINER_MCP_READONLY/, /pass `container`/);
+      refused(await call(s, 'file_list', {}), /CONTAINER_MCP_READONLY/);
       assert.equal(await sandboxId(s), null);
       assert.deepEqual(records(), before);
     } finally {
