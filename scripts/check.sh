@@ -162,7 +162,7 @@ mut_n=0
 while read -r outcome name _; do
         case $outcome in
         caught) passed=$((passed + 1)); mut_n=$((mut_n + 1)) ;;
-        SURVIVED | STALE | BROKEN) failed=$((failed + 1)); mut_n=$((mut_n + 1)); failures+=("mutation $name: $outcome") ;;
+        SURVIVED | STALE | BROKEN | FLAKY) failed=$((failed + 1)); mut_n=$((mut_n + 1)); failures+=("mutation $name: $outcome") ;;
         esac
 done <"$mut_out"
 if ((mut_n == 0)); then

@@ -10,12 +10,15 @@
 #   MUTANTS_BASELINE=1               first run the named tests unmutated; stop
 #                                    if any fails (a failing test catches all)
 #   MUTANTS_KEEP=1                   keep the scratch copy and its logs
+#   MUTANTS_CONFIRM=0                trust a failing test without rerunning
+#                                    it on the restored tree
 #
 # The tree (git ls-files, as in the work tree now) is copied once to a
 # scratch dir and built there; per mutation: apply, ninja (incremental), run
 # its tests, restore.  Outcome per mutation:
 #   caught    at least one named test failed
 #   SURVIVED  every named test passed (or none of them exists)
+#   FLAKY     a test failed, but fails without the mutation too
 #   STALE     the search text is not in the file exactly once
 #   BROKEN    the mutated tree does not build
 # and a closing "N caught, M survived" line.  Exit 0 only when all were caught.
@@ -165,7 +168,7 @@ t_all=$(date +%s)
 for n in "${selected[@]}"; do
         m=$mutdir/$n.mut
         log=$scratch/logs/$n.log
-        t0=$(date +%s)
+        t0=$(date +%s) restored=0 still=
         file=$(python3 "$mutpy" "$m" file)
         if ! python3 "$mutpy" "$m" apply "$src" >"$log" 2>&1; then
                 printf '%-9s %-34s %s\n' STALE "$n" "$(tail -1 "$log")"
@@ -179,15 +182,29 @@ for n in "${selected[@]}"; do
                 survived=$((survived + 1)); survivors+=("$n (broken)")
         else
                 if by=$(run_tests "$log" "${tests[@]}"); then
-                        printf '%-9s %-34s %4d s  by %s\n' caught "$n" $(($(date +%s) - t0)) "$by"
-                        caught=$((caught + 1))
+                        # Only a test that passes without the mutation caught
+                        # it: rerun the failing ones on the restored tree
+                        # (a test that fails anyway, or failed from load or
+                        # another run's interference, proves nothing).
+                        python3 "$mutpy" "$m" restore "$src" || { echo "mutants: cannot restore $file" >&2; exit 2; }
+                        restored=1
+                        read -ra again <<<"$by"
+                        if [[ ${MUTANTS_CONFIRM:-1} == 0 ]] || { ninja -C "$src/build" "${targets[@]}" >>"$log" 2>&1 &&
+                                ! still=$(run_tests "$log.confirm" "${again[@]}"); }; then
+                                printf '%-9s %-34s %4d s  by %s\n' caught "$n" $(($(date +%s) - t0)) "$by"
+                                caught=$((caught + 1))
+                        else
+                                printf '%-9s %-34s %4d s  %s fail(s) without the mutation too\n' FLAKY "$n" \
+                                        $(($(date +%s) - t0)) "${still:-the build}"
+                                survived=$((survived + 1)); survivors+=("$n (flaky: ${still:-build})")
+                        fi
                 else
                         printf '%-9s %-34s %4d s  %s passed\n' SURVIVED "$n" $(($(date +%s) - t0)) "${tests[*]}"
                         grep -h '^missing tests' "$log" | sed 's/^/          /'
                         survived=$((survived + 1)); survivors+=("$n")
                 fi
         fi
-        python3 "$mutpy" "$m" restore "$src" || { echo "mutants: cannot restore $file" >&2; exit 2; }
+        ((restored)) || python3 "$mutpy" "$m" restore "$src" || { echo "mutants: cannot restore $file" >&2; exit 2; }
 done
 # Leave the scratch build unmutated (for MUTANTS_KEEP).
 ninja -C "$src/build" >/dev/null 2>&1

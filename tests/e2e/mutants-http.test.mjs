@@ -1,7 +1,8 @@
-// HTTP checks a mutation of tests/mutations/ found unguarded (issue 9): an
-// Origin is scheme://host[:port] and nothing more, so a page of
-// http://localhost@evil.example (a userinfo trick) is a foreign origin,
-// refused with 403 like any other, and never taken for localhost.
+// HTTP checks a mutation of tests/mutations/ found unguarded (issue 9): a
+// name that only starts like this machine's (localhost.evil.example,
+// 127.0.0.1.nip.io: DNS rebinding names) is foreign, as Host and as Origin,
+// and an Origin is scheme://host[:port] and nothing more (userinfo, a path
+// or a query make it no origin): all 403.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
@@ -9,7 +10,7 @@ import { httpRequest, initBody, mcpHeaders, startHttp } from './lib.mjs';
 
 const T = { timeout: 30000 };
 
-describe('HTTP Origin forms (mutations)', () => {
+describe('HTTP Host and Origin forms (mutations)', () => {
   let srv;
   before(async () => {
     srv = await startHttp();
@@ -31,9 +32,19 @@ describe('HTTP Origin forms (mutations)', () => {
       `${local}/path`,
       `${local}?q=1`,
       'null',
+      'http://localhost.evil.example',
+      `http://127.0.0.1.nip.io:${srv.port}`,
     ]) {
       res = await httpRequest(target, { headers: mcpHeaders({ extra: { Origin: origin } }), body: initBody() });
       assert.equal(res.status, 403, `Origin ${origin} → ${res.status} ${res.body}`);
+    }
+  });
+
+  test('a Host that only starts like localhost or 127.0.0.1 is 403', T, async () => {
+    const target = { port: srv.port };
+    for (const host of ['localhost.evil.example', `localhost.evil.example:${srv.port}`, `127.0.0.1.nip.io:${srv.port}`, 'localhostx']) {
+      const res = await httpRequest(target, { headers: mcpHeaders({ extra: { Host: host } }), body: initBody() });
+      assert.equal(res.status, 403, `Host ${host} → ${res.status} ${res.body}`);
     }
   });
 });

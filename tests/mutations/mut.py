@@ -69,7 +69,12 @@ def apply(m, tree):
 
 
 def restore(m, tree):
-    os.replace(orig_path(tree), os.path.join(tree, m["file"]))
+    target = os.path.join(tree, m["file"])
+    os.replace(orig_path(tree), target)
+    # The original was saved before the mutation was written, so it is older
+    # than what ninja built from the mutation: date it now, or ninja keeps
+    # the mutated object.
+    os.utime(target, None)
 
 
 def main(argv):
