@@ -43,6 +43,7 @@ if (($# > 0)); then
         done
 elif [[ -n ${MUTANTS_SAMPLE:-} ]]; then
         k=$MUTANTS_SAMPLE n=${#all[@]}
+        [[ $k =~ ^[0-9]+$ ]] || { echo "mutants: MUTANTS_SAMPLE=$k: expected a number of mutations" >&2; exit 2; }
         ((k > n)) && k=$n
         # Day number since the epoch: the same sample all day, the next K tomorrow.
         day=$(($(date -u +%s) / 86400))
