@@ -1,10 +1,11 @@
 // Tool parameters a mutation of tests/mutations/ found unguarded (issue 9),
 // each checked by what the sandbox's processes really saw or did: run's
-// `env`, `workdir` and `readonlyRootfs`, exec's `workdir`, the logs' `tail`,
+// `env`, `workdir`, `readonlyRootfs` and `mounts[].readonly`, exec's `workdir`, the logs' `tail`,
 // list's `all`, and remove's `force` (without it a running container is
 // refused and keeps running).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { eventually, stdioClient, tmpDir } from './lib.mjs';
@@ -12,7 +13,9 @@ import { call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 60000 };
 const state = tmpDir('cmcp-mut-tools-');
-const open = () => stdioClient({ args: ['serve'], env: { CONTAINER_MCP_STATE_DIR: state } });
+const allowed = tmpDir('cmcp-mut-tools-allowed-');
+fs.chmodSync(allowed, 0o777); // writable to the sandbox's root whatever its host uid
+const open = () => stdioClient({ args: ['serve'], env: { CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed } });
 
 let nativeReason = null;
 let s;
@@ -22,7 +25,7 @@ before(async () => {
 });
 after(async () => {
   if (s) await s.close().finally(() => s.kill());
-  fs.rmSync(state, { recursive: true, force: true });
+  for (const d of [state, allowed]) fs.rmSync(d, { recursive: true, force: true });
 });
 
 const run = async (command, extra = {}) => ok(await call(s, 'run_container', { image: 'host', command, wait: true, ...extra }));
@@ -40,6 +43,16 @@ describe('tool parameters (mutations)', () => {
     const script = 'for d in / /tmp /workspace; do touch $d/probe 2>/dev/null && echo "$d rw" || echo "$d ro"; done';
     assert.equal((await run(['sh', '-c', script])).stdout, '/ rw\n/tmp rw\n/workspace rw\n');
     assert.equal((await run(['sh', '-c', script], { readonlyRootfs: true })).stdout, '/ ro\n/tmp rw\n/workspace rw\n');
+  });
+
+  test('mounts[].readonly: true: the sandbox cannot write the host directory; without it, it can', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const write = (name, readonly) => run(['sh', '-c', `echo hi > /data/${name} && echo wrote || echo refused`],
+      { mounts: [{ source: allowed, target: '/data', readonly }] });
+    assert.equal((await write('ro', true)).stdout, 'refused\n');
+    assert.equal(fs.existsSync(path.join(allowed, 'ro')), false, 'a read-only mount was written on the host');
+    assert.equal((await write('rw', false)).stdout, 'wrote\n');
+    assert.equal(fs.readFileSync(path.join(allowed, 'rw'), 'utf8'), 'hi\n');
   });
 
   test('exec workdir, logs tail, list all, remove without force', T, async (t) => {
