@@ -6,6 +6,7 @@
 #   3. the same unit and end-to-end tests on an ASan+UBSan build (LeakSanitizer on)
 #   4. the unit tests under valgrind
 #   5. the libFuzzer targets, briefly, from their seed corpora
+#   6. a rotating sample of tests/mutations/ (scripts/mutants.sh, MUTANTS_SAMPLE=6)
 # and a closing "N passed, N failed" line over all of them.
 #
 #   scripts/check.sh              everything
