@@ -6,6 +6,7 @@
 #   3. the same unit and end-to-end tests on an ASan+UBSan build (LeakSanitizer on)
 #   4. the unit tests under valgrind
 #   5. the libFuzzer targets, briefly, from their seed corpora
+#   6. a rotating sample of tests/mutations/ (scripts/mutants.sh, MUTANTS_SAMPLE=6)
 # and a closing "N passed, N failed, N skipped" line over all of them: each
 # cmocka case and each node test counts once, and every skip is listed with
 # its reason.  Tests that could not be built count as failures.
@@ -218,6 +219,27 @@ if [[ -z ${CHECK_QUICK:-} ]]; then
         else
                 failed=$((failed + 1)); failures+=("fuzz build")
         fi
+fi
+
+# A few of tests/mutations/, a different few each day: each is a promise
+# broken on purpose, which some test must then catch.
+# MUTANTS_SAMPLE=0 skips the step.
+note "mutations (rotating sample)"
+if [[ ${MUTANTS_SAMPLE:-6} != 0 ]]; then
+        mut_out=$(mktemp)
+        MUTANTS_SAMPLE=${MUTANTS_SAMPLE:-6} scripts/mutants.sh 2>&1 | tee "$mut_out"
+        mut_n=0
+        while read -r outcome name _; do
+                case $outcome in
+                caught) passed=$((passed + 1)); mut_n=$((mut_n + 1)) ;;
+                SURVIVED | STALE | BROKEN | FLAKY)
+                        failed=$((failed + 1)); mut_n=$((mut_n + 1)); failures+=("mutation $name: $outcome") ;;
+                esac
+        done <"$mut_out"
+        if ((mut_n == 0)); then
+                failed=$((failed + 1)); failures+=("mutations: the harness ran none (see above)")
+        fi
+        rm -f "$mut_out"
 fi
 
 note "summary"
