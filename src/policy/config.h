@@ -53,6 +53,12 @@ typedef struct cm_config {
         unsigned http_keepalive_ms;       /* CONTAINER_MCP_HTTP_KEEPALIVE_MS */
         unsigned http_replay_sec;         /* CONTAINER_MCP_HTTP_REPLAY_SEC */
         unsigned http_threads;            /* CONTAINER_MCP_HTTP_THREADS: pool threads per listener; 0: auto */
+        /* CONTAINER_MCP_ALLOWED_COMMANDS (issue 10): the command names
+         * system_run_command lines may use (cm_cmdline_allowed), each checked
+         * by cm_cmdline_name_ok; NULL-terminated, NULL when unset (no
+         * restriction). */
+        char **allowed_commands;
+        size_t n_allowed_commands;
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */
