@@ -33,7 +33,8 @@ static const struct {
         {"stdbuf", RUNS},     {"chroot", RUNS},     {"unshare", RUNS},  {"nsenter", RUNS},   {"flock", RUNS},
         {"watch", RUNS},      {"strace", RUNS},     {"ltrace", RUNS},   {"time", RUNS},      {"script", RUNS},
         {"parallel", RUNS},   {"ionice", RUNS},     {"chrt", RUNS},     {"taskset", RUNS},   {"fakeroot", RUNS},
-        {"command", RUNS},    {"builtin", RUNS},    {"exec", RUNS},     {"busybox", RUNS},   {"eval", CODE},
+        {"command", RUNS},    {"builtin", RUNS},    {"exec", RUNS},     {"busybox", RUNS},   {"jobs", RUNS},
+        {"eval", CODE},
         {"source", CODE},     {".", CODE},          {"trap", CODE},     {"bash", CODE},      {"sh", CODE},
         {"dash", CODE},       {"zsh", CODE},        {"ksh", CODE},      {"mksh", CODE},      {"fish", CODE},
         {"csh", CODE},        {"tcsh", CODE},       {"fc", CODE},       {"compgen", CODE},   {"complete", CODE},
@@ -317,7 +318,7 @@ static int closer(cm_cmdline_parser *p, const char *k, size_t at) {
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
                 if (strcmp(k, t[i].word) != 0)
                         continue;
-                if (p->need_cmd || (top(p) != t[i].open && top(p) != t[i].open2))
+                if (p->need_cmd || !p->depth || (top(p) != t[i].open && top(p) != t[i].open2))
                         return unexpected(p, k, at);
                 if (t[i].then < 0) {
                         p->depth--;

@@ -231,6 +231,11 @@ static int step(scanner *sc, int ctx, size_t start) {
                 return dollar(sc, ctx);
         if (c == '`')
                 return cmdsub(sc, "`...`");
+        if ((c == '<' || c == '>') && ctx == Q_PARAM_U && at(sc, sc->i + 1) == '(')
+                return cm_cmdline_fail(sc->p, EPERM, /* bash runs it inside an unquoted ${x:-...} too */
+                                       "process substitution %c(...) at byte %zu" CM_CMDLINE_NOT_ALLOWED
+                                       ": run the inner command on its own and use a file",
+                                       c, sc->i);
         if ((c == '"' && ctx == Q_DQ) || (c == '}' && (ctx == Q_PARAM_U || ctx == Q_PARAM_D))) {
                 pop(sc);
                 sc->i++;

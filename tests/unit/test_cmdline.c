@@ -85,6 +85,8 @@ static const struct row {
         {"ls \"x`rm`\"", NO_RM, "command substitution `...`"},
         {"cat <(rm)", NO_RM, "process substitution <(...)"},
         {"ls >(rm)", NO, /* bash does not wait for it: no NO_RM, that would be a race */ "process substitution >(...)"},
+        {"cat ${x:-<(rm)}", NO_RM, "process substitution <(...)"}, /* found by fuzz_cmdline */
+        {"echo \"${x:-<(rm)}\"", OK, NULL},
         {"A=$(rm) ls", NO_RM, "command substitution $(...)"},
         {"ls > $(rm)", NO_RM, "command substitution $(...)"},
         {"echo ${x:-$(rm)}", NO_RM, "command substitution $(...)"},
@@ -120,6 +122,7 @@ static const struct row {
         {"bash -c rm", NO_RM, "\"bash\""},
         {"sh -c rm", NO_RM, "\"sh\""},
         {"time rm", NO_RM, "\"time\""},
+        {"jobs -x rm", NO_RM, "\"jobs\""},
         {"trap rm EXIT", NO_RM, "\"trap\""},
         {"hash -p /x/rm ls; ls", NO, "\"hash\""},
         {"alias ls=rm", NO, "\"alias\""},
@@ -159,6 +162,8 @@ static const struct row {
         {"if ls; then ls;", NO, "unbalanced if without fi"},
         {"ls \\$(rm)", NO, "unexpected ("},
         {"ls >", NO, "has no file name"},
+        {"ls; do rm", NO, "unexpected do"}, /* a closer with nothing open (found by fuzz_cmdline) */
+        {"done; fi; }", NO, "unexpected done"},
 };
 
 static void test_table(void **state) {
