@@ -28,19 +28,64 @@ static const struct {
 #define RUNS "runs the command given in its arguments"
 #define CODE "runs a string or file as shell code"
 #define SUBS "assigns through names whose array subscripts bash evaluates, which can run commands"
-        {"env", RUNS},        {"xargs", RUNS},      {"nice", RUNS},     {"nohup", RUNS},     {"timeout", RUNS},
-        {"sudo", RUNS},       {"doas", RUNS},       {"su", RUNS},       {"runuser", RUNS},   {"setsid", RUNS},
-        {"stdbuf", RUNS},     {"chroot", RUNS},     {"unshare", RUNS},  {"nsenter", RUNS},   {"flock", RUNS},
-        {"watch", RUNS},      {"strace", RUNS},     {"ltrace", RUNS},   {"time", RUNS},      {"script", RUNS},
-        {"parallel", RUNS},   {"ionice", RUNS},     {"chrt", RUNS},     {"taskset", RUNS},   {"fakeroot", RUNS},
-        {"command", RUNS},    {"builtin", RUNS},    {"exec", RUNS},     {"busybox", RUNS},   {"jobs", RUNS},
+        {"env", RUNS},
+        {"xargs", RUNS},
+        {"nice", RUNS},
+        {"nohup", RUNS},
+        {"timeout", RUNS},
+        {"sudo", RUNS},
+        {"doas", RUNS},
+        {"su", RUNS},
+        {"runuser", RUNS},
+        {"setsid", RUNS},
+        {"stdbuf", RUNS},
+        {"chroot", RUNS},
+        {"unshare", RUNS},
+        {"nsenter", RUNS},
+        {"flock", RUNS},
+        {"watch", RUNS},
+        {"strace", RUNS},
+        {"ltrace", RUNS},
+        {"time", RUNS},
+        {"script", RUNS},
+        {"parallel", RUNS},
+        {"ionice", RUNS},
+        {"chrt", RUNS},
+        {"taskset", RUNS},
+        {"fakeroot", RUNS},
+        {"command", RUNS},
+        {"builtin", RUNS},
+        {"exec", RUNS},
+        {"busybox", RUNS},
+        {"jobs", RUNS},
         {"eval", CODE},
-        {"source", CODE},     {".", CODE},          {"trap", CODE},     {"bash", CODE},      {"sh", CODE},
-        {"dash", CODE},       {"zsh", CODE},        {"ksh", CODE},      {"mksh", CODE},      {"fish", CODE},
-        {"csh", CODE},        {"tcsh", CODE},       {"fc", CODE},       {"compgen", CODE},   {"complete", CODE},
-        {"mapfile", CODE},    {"readarray", CODE},  {"let", SUBS},      {"declare", SUBS},   {"typeset", SUBS},
-        {"local", SUBS},      {"readonly", SUBS},   {"export", SUBS},   {"unset", SUBS},     {"read", SUBS},
-        {"getopts", SUBS},    {"wait", SUBS},
+        {"source", CODE},
+        {".", CODE},
+        {"trap", CODE},
+        {"bash", CODE},
+        {"sh", CODE},
+        {"dash", CODE},
+        {"zsh", CODE},
+        {"ksh", CODE},
+        {"mksh", CODE},
+        {"fish", CODE},
+        {"csh", CODE},
+        {"tcsh", CODE},
+        {"fc", CODE},
+        {"compgen", CODE},
+        {"complete", CODE},
+        {"mapfile", CODE},
+        {"readarray", CODE},
+        {"let", SUBS},
+        {"declare", SUBS},
+        {"typeset", SUBS},
+        {"local", SUBS},
+        {"readonly", SUBS},
+        {"export", SUBS},
+        {"unset", SUBS},
+        {"read", SUBS},
+        {"getopts", SUBS},
+        {"wait", SUBS},
         {"hash", "makes a command name run another program"},
         {"enable", "loads builtins from a shared object or turns them off"},
         {"alias", "makes a command name run other commands"},
@@ -50,9 +95,9 @@ static const struct {
 };
 
 /* Reserved words no allowlist may name. */
-static const char *const reserved[] = {"!",    "case", "coproc", "do",     "done", "elif", "else", "esac", "fi",
-                                       "for",  "function", "if", "in",   "select", "then", "until", "while",
-                                       "{",    "}",    "[[",     "]]"};
+static const char *const reserved[] = {"!",    "case",  "coproc", "do",       "done", "elif", "else",
+                                       "esac", "fi",    "for",    "function", "if",   "in",   "select",
+                                       "then", "until", "while",  "{",        "}",    "[[",   "]]"};
 
 int cm_cmdline_fail(cm_cmdline_parser *p, int code, const char *fmt, ...) {
         va_list ap;
@@ -159,10 +204,11 @@ static int command_word(cm_cmdline_parser *p, const cm_cmdline_word *w) {
                                        ": use its name alone, which is looked up in PATH, if that name is allowed",
                                        shown(name, buf));
         if ((why = wrapper_why(name)))
-                return cm_cmdline_fail(p, EPERM,
-                                       "\"%s\" %s, which this check cannot follow; it is refused even when " CM_CMDLINE_VAR
-                                       " lists it: run the inner command directly",
-                                       shown(name, buf), why);
+                return cm_cmdline_fail(
+                        p, EPERM,
+                        "\"%s\" %s, which this check cannot follow; it is refused even when " CM_CMDLINE_VAR
+                        " lists it: run the inner command directly",
+                        shown(name, buf), why);
         for (size_t i = 0; i < p->n; i++)
                 if (strcmp(p->allowed[i], name) == 0) {
                         p->kind = strcmp(name, "find") == 0     ? K_FIND
@@ -179,7 +225,8 @@ static int command_word(cm_cmdline_parser *p, const cm_cmdline_word *w) {
 /* NAME=value before the command word.  A few names change which program a
  * command word runs, or hold code the shell runs later. */
 static int assignment(cm_cmdline_parser *p, const cm_cmdline_word *w, size_t name_len) {
-        static const char *const exact[] = {"PATH", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "GCONV_PATH"};
+        static const char *const exact[] = {"PATH",           "ENV",       "SHELLOPTS", "BASHOPTS", "PS4",
+                                            "PROMPT_COMMAND", "GCONV_PATH"};
         const char *name = p->s + w->start;
         char buf[72], copy[72];
         bool bad = (name_len >= 3 && memcmp(name, "LD_", 3) == 0) || (name_len >= 4 && memcmp(name, "BASH", 4) == 0);
@@ -281,11 +328,12 @@ static int arg_word(cm_cmdline_parser *p, const cm_cmdline_word *w) {
                                        w->lit);
         if (p->kind == K_PRINTF && p->argc == 1 &&
             (!literal || (w->lit[0] == '-' && strcmp(w->lit, "--") != 0 && strchr(w->lit, 'v'))))
-                return cm_cmdline_fail(p, EPERM,
-                                       "printf -v, or a first printf argument that could be -v (byte %zu)"
-                                       CM_CMDLINE_NOT_ALLOWED " (it assigns through a name whose array subscript "
-                                       "bash evaluates, which can run commands): write the format literally",
-                                       w->start);
+                return cm_cmdline_fail(
+                        p, EPERM,
+                        "printf -v, or a first printf argument that could be -v (byte %zu)" CM_CMDLINE_NOT_ALLOWED
+                        " (it assigns through a name whose array subscript "
+                        "bash evaluates, which can run commands): write the format literally",
+                        w->start);
         if (p->kind == K_TEST || p->kind == K_BRACKET)
                 return test_arg(p, w, literal);
         return 0;
@@ -312,9 +360,10 @@ static int closer(cm_cmdline_parser *p, const char *k, size_t at) {
         static const struct {
                 const char *word;
                 int open, open2, then; /* then: -1 pops, else the new top */
-        } t[] = {{"}", C_GROUP, -1, -1},         {"then", C_IF_COND, -1, C_IF_BODY}, {"elif", C_IF_BODY, -1, C_IF_COND},
-                 {"else", C_IF_BODY, -1, C_ELSE}, {"fi", C_IF_BODY, C_ELSE, -1},    {"do", C_LOOP_COND, -1, C_DO},
-                 {"done", C_DO, -1, -1}};
+        } t[] = {
+                {"}", C_GROUP, -1, -1},          {"then", C_IF_COND, -1, C_IF_BODY}, {"elif", C_IF_BODY, -1, C_IF_COND},
+                {"else", C_IF_BODY, -1, C_ELSE}, {"fi", C_IF_BODY, C_ELSE, -1},      {"do", C_LOOP_COND, -1, C_DO},
+                {"done", C_DO, -1, -1}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
                 if (strcmp(k, t[i].word) != 0)
                         continue;
@@ -335,8 +384,8 @@ static int closer(cm_cmdline_parser *p, const char *k, size_t at) {
 }
 
 static int refuse_keyword(cm_cmdline_parser *p, const char *k, size_t at) {
-        const char *fix = strcmp(k, "[[") == 0   ? "it evaluates arithmetic and array subscripts, which can run "
-                                                   "commands; use [ ... ] or test"
+        const char *fix = strcmp(k, "[[") == 0         ? "it evaluates arithmetic and array subscripts, which can run "
+                                                         "commands; use [ ... ] or test"
                           : strcmp(k, "function") == 0 ? "function definitions are not followed; run the commands "
                                                          "directly"
                                                        : "this check does not follow it; write it with if and "
@@ -380,8 +429,9 @@ static int for_token(cm_cmdline_parser *p, int t, const cm_cmdline_word *w) {
                                        " (bash evaluates array subscripts in it, which can run commands): use "
                                        "for NAME in WORDS",
                                        p->pos);
-        if (p->state == S_FOR_NAME && plain && w->lit_len && strspn(w->lit, "_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM"
-                                                                          "NOPQRSTUVWXYZ0123456789") == w->lit_len) {
+        if (p->state == S_FOR_NAME && plain && w->lit_len &&
+            strspn(w->lit, "_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM"
+                           "NOPQRSTUVWXYZ0123456789") == w->lit_len) {
                 p->state = S_FOR_AFTER_NAME;
                 return 0;
         }
@@ -416,10 +466,8 @@ static int on_word(cm_cmdline_parser *p, const cm_cmdline_word *w) {
                 if (p->state == S_AFTER)
                         return unexpected(p, w->lit, w->start);
                 return prefix_word(p, w);
-        case S_PREFIX:
-                return prefix_word(p, w);
-        default:
-                return arg_word(p, w);
+        case S_PREFIX: return prefix_word(p, w);
+        default: return arg_word(p, w);
         }
 }
 
@@ -472,10 +520,10 @@ static int rparen(cm_cmdline_parser *p) {
 }
 
 static int at_end(cm_cmdline_parser *p) {
-        static const char *const open[] = {[C_SUBSHELL] = "( without )",   [C_GROUP] = "{ without }",
-                                           [C_IF_COND] = "if without then", [C_IF_BODY] = "if without fi",
-                                           [C_ELSE] = "if without fi",      [C_LOOP_COND] = "while or until without do",
-                                           [C_DO] = "loop without done",    [C_FOR] = "for without do"};
+        static const char *const open[] = {
+                [C_SUBSHELL] = "( without )",  [C_GROUP] = "{ without }",  [C_IF_COND] = "if without then",
+                [C_IF_BODY] = "if without fi", [C_ELSE] = "if without fi", [C_LOOP_COND] = "while or until without do",
+                [C_DO] = "loop without done",  [C_FOR] = "for without do"};
         if (p->depth)
                 return cm_cmdline_fail(p, EINVAL, "unbalanced %s (opened at byte %zu)" CM_CMDLINE_UNPARSED ": close it",
                                        open[top(p)], p->ctx_pos[p->depth - 1]);
@@ -489,30 +537,20 @@ static int on_token(cm_cmdline_parser *p, int t, const cm_cmdline_word *w) {
         if (p->state >= S_FOR_NAME && t != T_EOF)
                 return for_token(p, t, w);
         switch (t) {
-        case T_EOF:
-                return at_end(p);
-        case T_WORD:
-                return on_word(p, w);
+        case T_EOF: return at_end(p);
+        case T_WORD: return on_word(p, w);
         case T_REDIR:
                 if (p->state == S_START)
                         p->state = S_PREFIX, p->need_cmd = false, p->assign_end = (size_t)-1;
                 return 0;
-        case T_NL:
-                return separator(p, t, "a newline");
-        case T_SEMI:
-                return separator(p, t, ";");
-        case T_AMP:
-                return separator(p, t, "&");
-        case T_AND:
-                return separator(p, t, "&&");
-        case T_OR:
-                return separator(p, t, "||");
-        case T_PIPE:
-                return separator(p, t, "|");
-        case T_LPAREN:
-                return lparen(p);
-        default:
-                return rparen(p);
+        case T_NL: return separator(p, t, "a newline");
+        case T_SEMI: return separator(p, t, ";");
+        case T_AMP: return separator(p, t, "&");
+        case T_AND: return separator(p, t, "&&");
+        case T_OR: return separator(p, t, "||");
+        case T_PIPE: return separator(p, t, "|");
+        case T_LPAREN: return lparen(p);
+        default: return rparen(p);
         }
 }
 
@@ -543,13 +581,15 @@ int cm_cmdline_name_ok(const char *name, cm_err *err) {
             (strcmp(name, "[") != 0 &&
              strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+-") != len))
                 return cm_err_set(err, EINVAL,
-                                  CM_CMDLINE_VAR " entry \"%.*s\" is not a command name (1 to %d of A-Z a-z 0-9 _ . "
+                                  CM_CMDLINE_VAR
+                                  " entry \"%.*s\" is not a command name (1 to %d of A-Z a-z 0-9 _ . "
                                   "+ -, not starting with -; no paths, spaces or shell characters): list names "
                                   "separated by commas, like ls,cat,grep",
                                   (int)(len > 64 ? 64 : len), name ? name : "", CM_CMDLINE_NAME_MAX);
         if (is_reserved(name))
-                return cm_err_set(err, EINVAL, CM_CMDLINE_VAR " entry \"%s\" is a shell reserved word, not a command: "
-                                                              "remove it",
+                return cm_err_set(err, EINVAL,
+                                  CM_CMDLINE_VAR " entry \"%s\" is a shell reserved word, not a command: "
+                                                 "remove it",
                                   name);
         if ((why = wrapper_why(name)))
                 return cm_err_set(err, EINVAL,

@@ -16,8 +16,8 @@
 
 /* One word as the scanner saw it. */
 typedef struct cm_cmdline_word {
-        size_t start, end;                /* where it is in the line */
-        char lit[CM_CMDLINE_LIT_MAX];     /* its text after quote removal (expansions left out) */
+        size_t start, end;            /* where it is in the line */
+        char lit[CM_CMDLINE_LIT_MAX]; /* its text after quote removal (expansions left out) */
         size_t lit_len;
         bool trunc;    /* longer than lit holds */
         bool quoted;   /* a quote or backslash: never a reserved word */
@@ -53,9 +53,9 @@ typedef struct cm_cmdline_parser {
         int kind;
         char cmd[CM_CMDLINE_LIT_MAX];
         size_t argc;
-        bool test_pending;  /* test/[: a quoted expansion waits for an operator beside it */
-        bool test_closed;   /* [: a ] came after it */
-        bool test_prev_op;  /* test/[: the previous argument was a literal operator other than -v/-R */
+        bool test_pending; /* test/[: a quoted expansion waits for an operator beside it */
+        bool test_closed;  /* [: a ] came after it */
+        bool test_prev_op; /* test/[: the previous argument was a literal operator other than -v/-R */
 } cm_cmdline_parser;
 
 __attribute__((format(printf, 3, 4))) int cm_cmdline_fail(cm_cmdline_parser *p, int code, const char *fmt, ...);

@@ -43,15 +43,15 @@ static int heredoc_bodies(cm_cmdline_parser *p) {
 static int heredoc(cm_cmdline_parser *p, const cm_cmdline_word *w, bool strip) {
         cm_cmdline_heredoc *h;
         if (w->expanded || w->ansi || w->trunc)
-                return cm_cmdline_fail(p, EPERM,
-                                       "a here-document delimiter with $, $'...' or over %d bytes (byte %zu)"
-                                       CM_CMDLINE_NOT_ALLOWED ": use a plain word like EOF",
-                                       CM_CMDLINE_LIT_MAX - 1, w->start);
+                return cm_cmdline_fail(
+                        p, EPERM,
+                        "a here-document delimiter with $, $'...' or over %d bytes (byte %zu)" CM_CMDLINE_NOT_ALLOWED
+                        ": use a plain word like EOF",
+                        CM_CMDLINE_LIT_MAX - 1, w->start);
         if (p->nhd == CM_CMDLINE_MAX_HEREDOCS)
-                return cm_cmdline_fail(p, EPERM,
-                                       "more than %d here-documents on one line" CM_CMDLINE_NOT_ALLOWED
-                                       ": split the line",
-                                       CM_CMDLINE_MAX_HEREDOCS);
+                return cm_cmdline_fail(
+                        p, EPERM, "more than %d here-documents on one line" CM_CMDLINE_NOT_ALLOWED ": split the line",
+                        CM_CMDLINE_MAX_HEREDOCS);
         h = &p->hd[p->nhd++];
         memcpy(h->delim, w->lit, w->lit_len + 1);
         h->quoted = w->quoted;
@@ -103,23 +103,16 @@ static int op(cm_cmdline_parser *p, int tok, size_t n) {
 
 static int operator(cm_cmdline_parser *p) {
         switch (p->s[p->pos]) {
-        case '\n':
-                p->pos++;
-                return heredoc_bodies(p) < 0 ? -1 : T_NL;
-        case ';':
-                return at_is(p, ";;") || at_is(p, ";&") ? case_only(p) : op(p, T_SEMI, 1);
+        case '\n': p->pos++; return heredoc_bodies(p) < 0 ? -1 : T_NL;
+        case ';': return at_is(p, ";;") || at_is(p, ";&") ? case_only(p) : op(p, T_SEMI, 1);
         case '&':
                 if (at_is(p, "&>"))
                         return redirection(p) < 0 ? -1 : T_REDIR;
                 return at_is(p, "&&") ? op(p, T_AND, 2) : op(p, T_AMP, 1);
-        case '|':
-                return at_is(p, "||") ? op(p, T_OR, 2) : op(p, T_PIPE, at_is(p, "|&") ? 2 : 1);
-        case '(':
-                return op(p, T_LPAREN, 1);
-        case ')':
-                return op(p, T_RPAREN, 1);
-        default: /* < > */
-                return redirection(p) < 0 ? -1 : T_REDIR;
+        case '|': return at_is(p, "||") ? op(p, T_OR, 2) : op(p, T_PIPE, at_is(p, "|&") ? 2 : 1);
+        case '(': return op(p, T_LPAREN, 1);
+        case ')': return op(p, T_RPAREN, 1);
+        default: /* < > */ return redirection(p) < 0 ? -1 : T_REDIR;
         }
 }
 
@@ -139,8 +132,8 @@ int cm_cmdline_token(cm_cmdline_parser *p, cm_cmdline_word *w) {
         if (cm_cmdline_scan_word(p, w) < 0)
                 return -1;
         /* 2>&1: digits right before < or > are the descriptor, not a word */
-        if (!w->quoted && w->lit_len && strspn(w->lit, "0123456789") == w->lit_len && !w->expanded &&
-            p->pos < p->len && (p->s[p->pos] == '<' || p->s[p->pos] == '>'))
+        if (!w->quoted && w->lit_len && strspn(w->lit, "0123456789") == w->lit_len && !w->expanded && p->pos < p->len &&
+            (p->s[p->pos] == '<' || p->s[p->pos] == '>'))
                 return redirection(p) < 0 ? -1 : T_REDIR;
         return T_WORD;
 }

@@ -62,8 +62,10 @@ static void pop(scanner *sc) {
 }
 
 static int unterminated(scanner *sc) {
-        static const char *const what[] = {[Q_SQ] = "single quote '", [Q_ANSI] = "$'...' quote",
-                                           [Q_DQ] = "double quote \"", [Q_PARAM_U] = "${...}",
+        static const char *const what[] = {[Q_SQ] = "single quote '",
+                                           [Q_ANSI] = "$'...' quote",
+                                           [Q_DQ] = "double quote \"",
+                                           [Q_PARAM_U] = "${...}",
                                            [Q_PARAM_D] = "${...}"};
         return cm_cmdline_fail(sc->p, EINVAL, "unbalanced %s opened at byte %zu" CM_CMDLINE_UNPARSED ": close it",
                                what[sc->q[sc->qd - 1]], sc->qpos[sc->qd - 1]);
@@ -92,8 +94,9 @@ static int arith(scanner *sc, const char *form) {
 }
 
 static int badparam(scanner *sc, const char *form, const char *why) {
-        return cm_cmdline_fail(sc->p, EPERM, "the parameter expansion %s at byte %zu" CM_CMDLINE_NOT_ALLOWED " (%s): %s",
-                               form, sc->i, why, "use a plain $name or ${name}, or ${name:-word} and the like");
+        return cm_cmdline_fail(sc->p, EPERM,
+                               "the parameter expansion %s at byte %zu" CM_CMDLINE_NOT_ALLOWED " (%s): %s", form, sc->i,
+                               why, "use a plain $name or ${name}, or ${name:-word} and the like");
 }
 
 /* The name of ${...} and the operator after it; then the word up to the
@@ -145,7 +148,8 @@ static int param(scanner *sc, int ctx) {
         if (c == ':' && at(sc, j + 1) && strchr("-=+?", at(sc, j + 1)))
                 j += 2;
         else if (c == ':')
-                return badparam(sc, "${name:offset}", "bash evaluates the offset as arithmetic, which can run commands");
+                return badparam(sc, "${name:offset}",
+                                "bash evaluates the offset as arithmetic, which can run commands");
         else if (c && strchr("-=+?#%/^,", c))
                 j++;
         else if (!c)

@@ -22,7 +22,7 @@
 #include "policy/cmdline.h"
 #include "util/cleanup.h"
 
-static const char *const allowed[] = {"ls",    "cat",    "grep", "find", "echo", "pwd", "mkdir", "touch",
+static const char *const allowed[] = {"ls",     "cat",  "grep", "find", "echo", "pwd",  "mkdir", "touch",
                                       "printf", "test", "[",    "true", "wc",   "head", "sort"};
 #define N_ALLOWED ARRAY_SIZE(allowed)
 
@@ -128,6 +128,7 @@ static const struct row {
         {"alias ls=rm", NO, "\"alias\""},
         {"find . -exec rm {} +", NO_RM, "find -exec"},
         {"find . -execdir rm {} \\;", NO_RM, "find -execdir"},
+        {"find . -exec rm \\;", NO_RM, "find -exec"},
         {"find . $X", NO, "find with an argument built from an expansion"},
         {"find . -name '*.c' -type f", OK, NULL},
         {"ls() { rm; }; ls", NO_RM, "function definition"},
@@ -254,8 +255,8 @@ static const char *find_bin(const char *name) {
 
 /* bin/: the real programs the rows use, and rm, a script that leaves a mark. */
 static int make_bin(void) {
-        static const char *const real[] = {"ls",    "cat",   "grep", "find",  "mkdir", "touch", "wc",    "head",
-                                           "sort",  "env",   "xargs", "timeout", "nice", "sh",   "bash", "true"};
+        static const char *const real[] = {"ls",   "cat", "grep",  "find",    "mkdir", "touch", "wc",   "head",
+                                           "sort", "env", "xargs", "timeout", "nice",  "sh",    "bash", "true"};
         cleanup_free char *bin = xasprintf("%s/bin", tmp), *work = xasprintf("%s/work", tmp),
                           *rm = xasprintf("%s/bin/rm", tmp);
         FILE *f;
@@ -306,8 +307,10 @@ static void test_bash_agrees(void **state) {
                 fail_msg("cannot set up %s", tmp);
         size_t bad = 0;
         for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+                cm_err err = CM_ERR_INIT;
                 bool ran = bash_runs_rm(bash, rows[i].line);
-                if (rows[i].verdict == OK && ran)
+                /* the parser's own verdict, not only the table's */
+                if ((rows[i].verdict == OK || cm_cmdline_allowed(rows[i].line, allowed, N_ALLOWED, &err) == 0) && ran)
                         bad++, fprintf(stderr, "row %zu \"%s\" is allowed, yet bash ran rm\n", i, rows[i].line);
                 if (rows[i].verdict == NO_RM && !ran)
                         bad++, fprintf(stderr, "row %zu \"%s\": bash did not run rm, the row proves nothing\n", i,
