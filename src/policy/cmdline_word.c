@@ -163,6 +163,19 @@ static int param(scanner *sc, int ctx) {
         return 0;
 }
 
+/* Bash finds the end of a ${...} and expands it by two different sets of
+ * rules: a `$'` is no quote to the first (a } inside ends the ${), and a
+ * `'` inside "${...}" is a quote to the first but not to the second (a
+ * $(...) inside it runs).  Whichever reading this check took, bash could
+ * take the other: refused. */
+static int quote_in_param(scanner *sc, const char *what) {
+        return cm_cmdline_fail(sc->p, EPERM,
+                               "%s at byte %zu" CM_CMDLINE_NOT_ALLOWED
+                               " (bash reads its end and its value by different rules): put the default value in a "
+                               "variable first, or quote the whole word differently",
+                               what, sc->i);
+}
+
 static int dollar(scanner *sc, int ctx) {
         char n = at(sc, sc->i + 1);
         bool outside_dq = ctx == Q_TOP || ctx == Q_PARAM_U;
@@ -172,6 +185,8 @@ static int dollar(scanner *sc, int ctx) {
                 return arith(sc, "expansion $[...]");
         if (n == '{')
                 return param(sc, ctx);
+        if (n == '\'' && (ctx == Q_PARAM_U || ctx == Q_PARAM_D))
+                return quote_in_param(sc, "$'...' inside ${...}");
         if ((n == '\'' || n == '"') && outside_dq) {
                 sc->w->ansi = sc->w->quoted = true; /* $'...' decodes escapes, $"..." translates */
                 if (push(sc, n == '\'' ? Q_ANSI : Q_DQ, sc->i) < 0)
@@ -245,6 +260,8 @@ static int step(scanner *sc, int ctx, size_t start) {
                 sc->i++;
                 return 0;
         }
+        if (c == '\'' && ctx == Q_PARAM_D)
+                return quote_in_param(sc, "a single quote inside a double-quoted ${...}");
         if ((c == '"' && ctx != Q_HEREDOC) || (c == '\'' && (ctx == Q_TOP || ctx == Q_PARAM_U))) {
                 if (ctx == Q_TOP)
                         sc->w->quoted = true;

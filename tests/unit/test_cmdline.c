@@ -91,7 +91,11 @@ static const struct row {
         {"ls > $(rm)", NO_RM, "command substitution $(...)"},
         {"echo ${x:-$(rm)}", NO_RM, "command substitution $(...)"},
         {"echo ${x:-'$(rm)'} \"${x:-\"}\"}\" ${x/a/b} ${#x}", OK, NULL},
-        {"echo \"${x:-'$(rm)'}\"", NO_RM, "command substitution $(...)"},
+        {"echo \"${x:-'$(rm)'}\"", NO_RM, "a single quote inside a double-quoted ${...}"},
+        /* bash ends a ${...} and expands it by different rules (found with bash, see cmdline_word.c) */
+        {"echo \"${x:-'}'\"'$(rm)'\"}\"", NO_RM, "a single quote inside a double-quoted ${...}"},
+        {"echo ${x:-$'}'\"'$(rm)'\"}", NO_RM, "$'...' inside ${...}"},
+        {"echo \"${x:-$'a'}\"", NO, "$'...' inside ${...}"},
         {"echo $((1+2))", NO, "arithmetic expansion $((...))"},
         {"echo $[1+2]", NO, "arithmetic expansion $[...]"},
         {"((x=1))", NO, "arithmetic command ((...))"},
