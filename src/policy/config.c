@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "policy/cmdline.h"
 #include "policy/policy.h"
 #include "util/cleanup.h"
 
@@ -531,6 +532,34 @@ static int load_extensions(cm_config *cfg, cm_err *err) {
         return 0;
 }
 
+/* Comma-separated command names; a bad one stops the server at start
+ * rather than leaving a guard rail that does not do what it says. */
+static int load_commands(cm_config *cfg, cm_err *err) {
+        const char *v = getenv("CONTAINER_MCP_ALLOWED_COMMANDS");
+        cleanup_free char *copy = NULL;
+        char *save = NULL;
+        if (!v || !*v)
+                return 0;
+        copy = xstrdup(v);
+        cfg->allowed_commands = strv_new();
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                size_t len;
+                t += strspn(t, " \t"); /* "ls, cat" as the other lists take it */
+                for (len = strlen(t); len && (t[len - 1] == ' ' || t[len - 1] == '\t'); len--)
+                        t[len - 1] = 0;
+                if (cm_cmdline_name_ok(t, err) < 0)
+                        return -EINVAL;
+                strv_push(&cfg->allowed_commands, t);
+        }
+        cfg->n_allowed_commands = strv_len(cfg->allowed_commands);
+        if (!cfg->n_allowed_commands || strstr(v, ",,") || *v == ',' || v[strlen(v) - 1] == ',')
+                return cm_err_set(err, EINVAL,
+                                  "CONTAINER_MCP_ALLOWED_COMMANDS=%s has an empty entry: list names separated by "
+                                  "single commas, like ls,cat,grep",
+                                  v);
+        return 0;
+}
+
 int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         memset(cfg, 0, sizeof *cfg);
         cfg->page_size = 100;
@@ -574,6 +603,8 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
             load_ceilings(cfg, err) < 0 || load_sandbox(cfg, err) < 0 || load_extensions(cfg, err) < 0)
                 return -EINVAL;
         load_origins(cfg);
+        if (load_commands(cfg, err) < 0)
+                return -EINVAL;
         return 0;
 }
 
@@ -592,5 +623,6 @@ void cm_config_free(cm_config *cfg) {
         free(cfg->sandbox_image);
         cm_strv_free(cfg->allowed_origins);
         cm_strv_free(cfg->file_allowed_extensions);
+        cm_strv_free(cfg->allowed_commands);
         memset(cfg, 0, sizeof *cfg);
 }

@@ -63,6 +63,12 @@ typedef struct cm_config {
         unsigned file_max_size_mb;        /* CONTAINER_MCP_FILE_MAX_SIZE_MB: caps reads and writes */
         char **file_allowed_extensions;   /* CONTAINER_MCP_FILE_ALLOWED_EXTENSIONS: lower case, no dot,
                                              NULL-terminated; NULL: every name */
+        /* CONTAINER_MCP_ALLOWED_COMMANDS (issue 10): the command names
+         * system_run_command lines may use (cm_cmdline_allowed), each checked
+         * by cm_cmdline_name_ok; NULL-terminated, NULL when unset (no
+         * restriction). */
+        char **allowed_commands;
+        size_t n_allowed_commands;
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */

@@ -346,6 +346,39 @@ static void test_env_and_errors(void **state) {
         (void)state;
 }
 
+/* CONTAINER_MCP_ALLOWED_COMMANDS: names only, each checked at start; a
+ * bad one stops the server naming the variable and the entry. */
+static void test_allowed_commands(void **state) {
+        static const char *const bad[] = {"ls,/bin/rm", "ls,rm -rf", "ls,,cat", "ls,", ",ls", "ls;rm", "ls,$X",
+                                          "ls,env",     "ls,bash",   "ls,if",   "-x", "ls,a*", "ls,{", " , "};
+        cm_config c;
+        cm_err err = CM_ERR_INIT;
+        (void)unsetenv("CONTAINER_MCP_ALLOWED_COMMANDS");
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_null(c.allowed_commands); /* unset: no restriction */
+        assert_int_equal(c.n_allowed_commands, 0);
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_ALLOWED_COMMANDS", "ls,cat, grep ,[,python3.12,g++", 1);
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_int_equal(c.n_allowed_commands, 6);
+        assert_string_equal(c.allowed_commands[0], "ls");
+        assert_string_equal(c.allowed_commands[2], "grep");
+        assert_string_equal(c.allowed_commands[3], "[");
+        assert_string_equal(c.allowed_commands[5], "g++");
+        assert_null(c.allowed_commands[6]);
+        cm_config_free(&c);
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                cm_err e = CM_ERR_INIT;
+                (void)setenv("CONTAINER_MCP_ALLOWED_COMMANDS", bad[i], 1);
+                if (cm_config_load(&c, NULL, &e) == 0)
+                        fail_msg("CONTAINER_MCP_ALLOWED_COMMANDS=%s was accepted", bad[i]);
+                assert_non_null(strstr(e.msg, "CONTAINER_MCP_ALLOWED_COMMANDS"));
+                cm_config_free(&c);
+        }
+        (void)unsetenv("CONTAINER_MCP_ALLOWED_COMMANDS");
+        (void)state;
+}
+
 static void test_env_file(void **state) {
         cm_config c;
         cm_err err = CM_ERR_INIT;
@@ -382,6 +415,7 @@ int main(void) {
                 cmocka_unit_test_setup(test_env_and_errors, setup),
                 cmocka_unit_test_setup(test_env_file, setup),
                 cmocka_unit_test_setup(test_sandbox, setup),
+                cmocka_unit_test_setup(test_allowed_commands, setup),
         };
         TU_RUN_IN_TMP(tmp, tests);
 }
