@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/cmdline.h"
 #include "tools/workbench.h"
 #include "util/cleanup.h"
 
@@ -71,6 +72,15 @@ static char *command_text(const cm_exec_result *r, bool sh) {
         return sh ? xasprintf("%s\n[run with sh -c: the image has no bash]", base ? base : "") : steal_pointer(&base);
 }
 
+/* CONTAINER_MCP_ALLOWED_COMMANDS, when set: checked before a sandbox is
+ * made or anything runs (a guard rail; the sandbox is the boundary). */
+static int allowed(mcp_call *call, const char *cmd, cm_err *err) {
+        const cm_config *cfg = cm_call_app(call)->cfg;
+        if (!cfg->allowed_commands)
+                return 0;
+        return cm_cmdline_allowed(cmd, (const char *const *)cfg->allowed_commands, cfg->n_allowed_commands, err);
+}
+
 static int system_run_command(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         const char *cmd = cm_json_str(args, "command");
         char *argv[] = {(char *)"bash", (char *)"-c", (char *)cmd, NULL};
@@ -81,7 +91,8 @@ static int system_run_command(mcp_call *call, json_t *args, json_t **ret, char *
         bool sh = false;
         int r;
 
-        if (plan_timeout(call, args, &spec.timeout_ms, err) < 0 || begin(call, args, "system_run_command", &t, err) < 0)
+        if (allowed(call, cmd, err) < 0 || plan_timeout(call, args, &spec.timeout_ms, err) < 0 ||
+            begin(call, args, "system_run_command", &t, err) < 0)
                 return -1;
         r = run(call, &t, &spec, &res, err);
         if (r < 0 && err->code == ENOENT && !mcp_call_cancelled(call)) {

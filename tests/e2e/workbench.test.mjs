@@ -300,6 +300,23 @@ describe('the session sandbox', () => {
     }
   });
 
+  test('CONTAINER_MCP_ALLOWED_COMMANDS: listed commands run, anything else is refused before it runs', T, async (t) => {
+    if (skip) return t.skip(skip);
+    const s = await open({ CONTAINER_MCP_ALLOWED_COMMANDS: 'echo,cat' });
+    try {
+      // a refused first call makes no sandbox
+      refused(await sh(s, 'rm -f x'), /rm/, /CONTAINER_MCP_ALLOWED_COMMANDS/);
+      assert.equal(await sandboxId(s), null);
+      ok(await call(s, 'file_write', { path: 'keep', content: 'kept\n' }));
+      assert.equal(ok(await sh(s, 'echo hi | cat; cat keep')).stdout, 'hi\nkept\n');
+      for (const line of ['echo hi; rm keep', 'echo $(rm keep)', 'echo "`rm keep`"', 'cat keep && r""m keep', '(rm keep)'])
+        refused(await sh(s, line), /CONTAINER_MCP_ALLOWED_COMMANDS/);
+      assert.equal(ok(await call(s, 'file_read', { path: 'keep' })).content, 'kept\n', 'no refused line ran');
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+
   test('read-only mode refuses all three, and the file tools make no sandbox', T, async (t) => {
     if (skip) return t.skip(skip);
     const s = await open({ CONTAINER_MCP_READONLY: '1' });
