@@ -77,7 +77,7 @@ describe('HTTP connection limits', () => {
         if (m) endpoint.resolve(m[1]);
         if (/"id":"after-timeout"/.test(text)) pong.resolve();
       });
-      const ep = await withTimeout(endpoint.promise, 5000, 'the endpoint event');
+      const ep = await withTimeout(endpoint.promise, 30000, 'the endpoint event');
       // and a long call (no progress token: a plain JSON reply), longer than the timeout
       const { session } = await rawHttpSession(target);
       const longCall = rawHttpCall(target, session, 'tools/call', { name: 'sleep', arguments: { ms: 4000 } }, { id: 'long' });
@@ -105,7 +105,7 @@ describe('HTTP connection limits', () => {
       const u = new URL(ep, srv.base);
       const post = await httpRequest(target, { path: u.pathname + u.search, headers: { 'Content-Type': 'application/json' }, body: { jsonrpc: '2.0', id: 'after-timeout', method: 'ping' } });
       assert.equal(post.status, 202);
-      await withTimeout(pong.promise, 5000, 'the reply on the event stream opened before the timeout');
+      await withTimeout(pong.promise, 30000, 'the reply on the event stream opened before the timeout');
       res.destroy();
     } finally {
       for (const c of conns) c.sock.destroy();
@@ -145,7 +145,7 @@ describe('HTTP connection limits', () => {
       const answered = deferred();
       held.sock.on('data', () => answered.resolve());
       held.sock.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${srv.port}\r\nAuthorization: Bearer ${srv.token}\r\n\r\n`);
-      await withTimeout(answered.promise, 5000, 'an answer on an accepted connection');
+      await withTimeout(answered.promise, 30000, 'an answer on an accepted connection');
       // ... while one from a third address is not, until connections are freed
       assert.equal(served, false, 'a connection past the global cap was served');
       assert.ok(fdCount(srv.pid) <= fd0 + 30, `the server holds ${fdCount(srv.pid) - fd0} connections, over the cap of 30`);

@@ -122,7 +122,7 @@ describe('Streamable HTTP under load', () => {
           `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
       );
       try {
-        await withTimeout(gotProgress.promise, 5000, 'progress on the raw socket');
+        await withTimeout(gotProgress.promise, 30000, 'progress on the raw socket');
         assert.match(buf, /^HTTP\/1\.1 200/);
       } finally {
         sock.destroy();
@@ -195,7 +195,7 @@ describe('Streamable HTTP under load', () => {
       const started = deferred();
       const call = c.client.callTool({ name: 'sleep', arguments: { ms: 60000, steps: 600 } }, undefined, { onprogress: () => started.resolve(), timeout: 120000 });
       call.catch(() => {});
-      await withTimeout(started.promise, 5000, 'the sleep to start');
+      await withTimeout(started.promise, 30000, 'the sleep to start');
       // stop() fails unless the server exits cleanly within 30 s, half the
       // sleep it interrupts: the bound is the call's, not the machine's.
       const t0 = Date.now();

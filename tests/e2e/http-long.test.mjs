@@ -177,7 +177,7 @@ describe('HTTP resumability (point 2)', () => {
     test(`${what}: the connection dies after the first event; GET with Last-Event-ID gets the result, and again once it is over`, T, async () => {
       const { session } = await rawHttpSession({ port: srv.port });
       const st = rawPost(srv, session, callBody('cut', { ms: 1200, steps: 4 }, meta));
-      const first = await withTimeout(st.firstId.promise, 5000, 'the first event id');
+      const first = await withTimeout(st.firstId.promise, 30000, 'the first event id');
       st.sock.destroy(); // the client's connection is gone mid-call
       await st.closed.promise;
       assert.ok(!st.text.includes('"id":"cut"'), 'the result had not come yet');
@@ -271,14 +271,14 @@ describe('HTTP requests the server gives up get an error (point 4)', () => {
       const { session } = await rawHttpSession({ port: srv.port });
       for (const meta of [undefined, { progressToken: 'p' }]) {
         const st = rawPost(srv, session, callBody('del', { ms: 20000, steps: 200 }, meta));
-        await withTimeout(st.firstId.promise, 5000, 'the call\'s stream');
+        await withTimeout(st.firstId.promise, 30000, 'the call\'s stream');
         if (meta) {
           // plain: stream after 300 ms (priming event); with a token: at once
           await eventually(() => st.text.includes('notifications/progress'), 5000, 'progress');
         }
         const d = await httpRequest({ port: srv.port }, { method: 'DELETE', headers: mcpHeaders({ session }) });
         assert.equal(d.status, 200);
-        await withTimeout(st.waitFor('"id":"del"'), 5000, 'an answer to the abandoned call');
+        await withTimeout(st.waitFor('"id":"del"'), 30000, 'an answer to the abandoned call');
         st.sock.destroy();
         const resp = parseSse(st.text).filter((e) => e.data).map((e) => JSON.parse(e.data)).find((m) => m.id === 'del');
         assert.ok(resp, `an answer to the abandoned call: ${st.text.slice(-400)}`);
@@ -309,9 +309,9 @@ describe('HTTP requests the server gives up get an error (point 4)', () => {
         onprogress: () => progressed.resolve(),
       });
       sdkCall.catch(() => {});
-      await withTimeout(progressed.promise, 5000, 'progress of the SDK call');
+      await withTimeout(progressed.promise, 30000, 'progress of the SDK call');
       srv.proc.kill('SIGTERM');
-      const err = await withTimeout(sdkCall.then(() => null, (e) => e), 8000, 'the SDK call to be answered');
+      const err = await withTimeout(sdkCall.then(() => null, (e) => e), 30000, 'the SDK call to be answered');
       assert.ok(err, 'the SDK call failed');
       assert.equal(err.code, -32000, String(err));
       assert.match(err.message, /shutting down/);

@@ -167,15 +167,15 @@ describe('stdio with the SDK client', () => {
         timeout: 120000,
       });
       call.catch(() => {});
-      await withTimeout(started.promise, 5000, 'first progress of sleep');
+      await withTimeout(started.promise, 30000, 'first progress of sleep');
       const exited = new Promise((resolve) => s.proc.once('exit', (code, signal) => resolve({ code, signal })));
       s.proc.kill('SIGTERM');
-      await assert.rejects(withTimeout(call, 5000, 'the call to reject'), (e) => {
+      await assert.rejects(withTimeout(call, 30000, 'the call to reject'), (e) => {
         assert.equal(e.code, -32603, `${e.code}: ${e.message}`);
         assert.match(e.message, /server shutting down/);
         return true;
       });
-      const r = await withTimeout(exited, 5000, 'server exit after SIGTERM');
+      const r = await withTimeout(exited, 30000, 'server exit after SIGTERM');
       assert.equal(r.code, 0, JSON.stringify(r));
     } finally {
       s.kill();
