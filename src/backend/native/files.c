@@ -374,7 +374,8 @@ int native_file_list(cm_backend *b, const char *id, const char *path, const cm_f
                 cm_file_entries_free(l.v, l.n);
                 return -1;
         }
-        qsort(l.v, l.n, sizeof *l.v, by_path);
+        if (l.n) /* an empty directory: no array at all */
+                qsort(l.v, l.n, sizeof *l.v, by_path);
         *ret = l.v;
         *ret_n = l.n;
         return 0;
