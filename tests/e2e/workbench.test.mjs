@@ -317,6 +317,29 @@ describe('the session sandbox', () => {
     }
   });
 
+  test('an image without bash: system_run_command runs sh -c and says so', T, async (t) => {
+    if (skip) return t.skip(skip);
+    if (!fs.existsSync('/usr/bin/busybox')) return t.skip('no /usr/bin/busybox (apt-get install busybox-static)');
+    const images = tmpDir('cmcp-workbench-images-');
+    const rootfs = path.join(images, 'tiny');
+    fs.mkdirSync(path.join(rootfs, 'bin'), { recursive: true });
+    fs.copyFileSync('/usr/bin/busybox', path.join(rootfs, 'bin', 'busybox'));
+    fs.chmodSync(path.join(rootfs, 'bin', 'busybox'), 0o755);
+    for (const l of ['sh', 'sleep', 'echo', 'cat']) fs.symlinkSync('busybox', path.join(rootfs, 'bin', l));
+    for (const d of [images, rootfs]) fs.chmodSync(d, 0o755);
+    const s = await open({ CONTAINER_MCP_IMAGE_DIRS: images, CONTAINER_MCP_SANDBOX_IMAGE: rootfs });
+    try {
+      assert.ok(!fs.existsSync(path.join(rootfs, 'bin', 'bash')));
+      const r = ok(await sh(s, 'echo hi; cat /proc/self/cmdline'));
+      assert.equal(r.shell, 'sh', JSON.stringify(r));
+      assert.match(r.stdout, /^hi\n/);
+      assert.equal(r.success, true);
+    } finally {
+      await s.close().finally(() => s.kill());
+      fs.rmSync(images, { recursive: true, force: true });
+    }
+  });
+
   test('read-only mode refuses all three, and the file tools make no sandbox', T, async (t) => {
     if (skip) return t.skip(skip);
     const s = await open({ CONTAINER_MCP_READONLY: '1' });
