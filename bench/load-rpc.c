@@ -122,6 +122,30 @@ int check_call_reply(json_t *msg, const char *text, struct tally *t)
         return 0;
 }
 
+/* --expect: every member of expect must be in the reply's
+ * structuredContent with an equal value (a reply that says the wrong thing
+ * measures nothing). */
+int check_expect(json_t *msg, json_t *expect, struct tally *t)
+{
+        json_t *sc = json_object_get(json_object_get(msg, "result"), "structuredContent");
+        const char *key;
+        json_t *want;
+        char msgbuf[ERR_LEN];
+
+        json_object_foreach(expect, key, want) {
+                if (!json_equal(json_object_get(sc, key), want)) {
+                        char *got = json_dumps(json_object_get(sc, key), JSON_COMPACT | JSON_ENCODE_ANY);
+
+                        set_err(msgbuf, "structuredContent.%s is %.80s, not the expected value", key,
+                                got ? got : "absent");
+                        free(got);
+                        tally_error(t, ERR_REPLY, msgbuf);
+                        return -1;
+                }
+        }
+        return 0;
+}
+
 /* structuredContent.id of a reply (run_container's container), or NULL. */
 const char *reply_result_id(json_t *msg)
 {

@@ -78,6 +78,7 @@ char *call_tail(const char *tool, json_t *args);
 void format_call(struct buf *out, long id, const char *tail);
 bool reply_has_id(json_t *msg, long id);
 int check_call_reply(json_t *msg, const char *text, struct tally *t);
+int check_expect(json_t *msg, json_t *expect, struct tally *t);
 const char *reply_result_id(json_t *msg);
 char *negotiated_version(json_t *msg);
 

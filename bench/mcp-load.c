@@ -44,6 +44,7 @@ struct opts {
         const char *tool;
         json_t *args;               /* echo: {"text": text} */
         const char *expect_text;    /* echo: the reply must echo it */
+        json_t *expect;             /* --expect: members structuredContent must have */
         const char *setup_tool;
         json_t *setup_args;
         const char *cleanup_tool;
@@ -119,6 +120,8 @@ static int client_call(struct client *c, bool measure)
         if (measure)
                 samples_add(&c->t.lat, ns);
         ret = check_call_reply(msg, c->o->expect_text, &c->t);
+        if (ret == 0 && c->o->expect)
+                ret = check_expect(msg, c->o->expect, &c->t);
         client_keep_id(c, msg);
         json_decref(msg);
         return ret;
@@ -603,13 +606,14 @@ static void report(const struct opts *o, struct result *res)
 /* ------------------------------------------------------------------ */
 /* command line                                                        */
 
-enum { OPT_SETUP_TOOL = 256, OPT_SETUP_ARGS, OPT_CLEANUP_TOOL, OPT_CLEANUP_ARGS, OPT_TOKEN };
+enum { OPT_SETUP_TOOL = 256, OPT_SETUP_ARGS, OPT_CLEANUP_TOOL, OPT_CLEANUP_ARGS, OPT_TOKEN, OPT_EXPECT };
 
 /* The JSON texts of the options, parsed once jansson is seeded. */
 struct json_opts {
         const char *args;
         const char *setup_args;
         const char *cleanup_args;
+        const char *expect;
 };
 
 static void usage(FILE *f)
@@ -632,6 +636,8 @@ static void usage(FILE *f)
               "  -a, --args JSON    its arguments, an object (default {\"text\": TEXT},\n"
               "                     whose echo is checked; for other tools a reply\n"
               "                     must not be isError nor have a non-zero exitCode)\n"
+              "  -e, --expect JSON  an object: each of its members must be in every\n"
+              "                     measured reply's structuredContent, equal\n"
               "  --setup-tool NAME  one unmeasured call after initialize (per client);\n"
               "  --setup-args JSON  the structuredContent.id of its reply replaces\n"
               "                     every \"{id}\" string in --args\n"
@@ -684,6 +690,7 @@ static void parse_option(struct opts *o, struct json_opts *j, int opt, const cha
         case OPT_SETUP_ARGS: j->setup_args = arg; break;
         case OPT_CLEANUP_TOOL: o->cleanup_tool = arg; break;
         case OPT_CLEANUP_ARGS: j->cleanup_args = arg; break;
+        case 'e': j->expect = arg; break;
         case 'k': o->kv = true; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
@@ -707,6 +714,7 @@ static void parse_args(int argc, char **argv, struct opts *o, struct json_opts *
                 { "setup-args", required_argument, NULL, OPT_SETUP_ARGS },
                 { "cleanup-tool", required_argument, NULL, OPT_CLEANUP_TOOL },
                 { "cleanup-args", required_argument, NULL, OPT_CLEANUP_ARGS },
+                { "expect", required_argument, NULL, 'e' },
                 { "kv", no_argument, NULL, 'k' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
@@ -720,7 +728,7 @@ static void parse_args(int argc, char **argv, struct opts *o, struct json_opts *
         *o = (struct opts){ .mode = parse_mode(argv[1]), .clients = 4, .warmup = 1000,
                             .idle_ms = 300, .text = "hello", .tool = "echo" };
         *j = (struct json_opts){ 0 };
-        while ((opt = getopt_long(argc - 1, argv + 1, "+n:d:c:w:p:i:t:T:a:kh", longopts, NULL)) != -1)
+        while ((opt = getopt_long(argc - 1, argv + 1, "+n:d:c:w:p:i:t:T:a:e:kh", longopts, NULL)) != -1)
                 parse_option(o, j, opt, optarg);
         argc -= optind + 1;
         argv += optind + 1;
@@ -764,6 +772,7 @@ static void parse_call_args(struct opts *o, const struct json_opts *j)
         }
         o->setup_args = parse_object(j->setup_args, "--setup-args");
         o->cleanup_args = parse_object(j->cleanup_args, "--cleanup-args");
+        o->expect = j->expect ? parse_object(j->expect, "--expect") : NULL;
         if ((j->setup_args && !o->setup_tool) || (j->cleanup_args && !o->cleanup_tool))
                 die("--setup-args and --cleanup-args go with --setup-tool and --cleanup-tool");
 }
@@ -787,5 +796,6 @@ int main(int argc, char **argv)
         json_decref(o.args);
         json_decref(o.setup_args);
         json_decref(o.cleanup_args);
+        json_decref(o.expect);
         return ret < 0 || result_errors(&res) ? 1 : 0;
 }
