@@ -93,16 +93,30 @@ static size_t record_cgroups(const char *id, char **ret, size_t max) {
         return n;
 }
 
+/* What a reaping server `b2` must have left of `id`: nothing listed, no
+ * record, none of its cgroups (freed here). */
+static void assert_reaped(cm_backend *b2, const char *id, char **cg, size_t ncg) {
+        cm_container_info *v = NULL;
+        size_t n = 9;
+        cm_err err = CM_ERR_INIT;
+        cleanup_free char *dir = xasprintf("%s/containers/%s", nt_state_dir, id);
+        assert_int_equal(b2->ops->list(b2, true, &v, &n, &err), 0);
+        assert_int_equal(n, 0);
+        free(v);
+        assert_int_equal(access(dir, F_OK), -1);
+        for (size_t i = 0; i < ncg; i++) {
+                if (access(cg[i], F_OK) == 0)
+                        fail_msg("cgroup %s of reaped %s is still there", cg[i], id);
+                free(cg[i]);
+        }
+}
+
 static void test_reaped_after_kill(void **state) {
         server_a a = start_server(run_sleeper);
         char line[256], id[64], *cg[8];
         long long init_pid = 0;
         size_t ncg;
         cm_backend *b2;
-        cm_container_info *v = NULL;
-        size_t n = 9;
-        cm_err err = CM_ERR_INIT;
-        cleanup_free char *dir = NULL;
         int fd;
 
         read_line(a.from, line, sizeof line);
@@ -114,15 +128,7 @@ static void test_reaped_after_kill(void **state) {
         wait_gone(fd); /* the sandbox died with its server */
 
         b2 = nt_open_fresh(); /* a new server reaps what is left */
-        assert_int_equal(b2->ops->list(b2, true, &v, &n, &err), 0);
-        assert_int_equal(n, 0);
-        free(v);
-        dir = xasprintf("%s/containers/%s", nt_state_dir, id);
-        assert_int_equal(access(dir, F_OK), -1);
-        for (size_t i = 0; i < ncg; i++) {
-                assert_int_equal(access(cg[i], F_OK), -1);
-                free(cg[i]);
-        }
+        assert_reaped(b2, id, cg, ncg);
         b2->ops->free(b2);
         (void)state;
 }
@@ -259,12 +265,9 @@ static void test_reaped_while_running(void **state) {
         server_a a;
         char line[256], id[64], *cg[8];
         long long init = 0;
-        size_t ncg, n = 9;
+        size_t ncg;
         int ifd, mfd;
         cm_backend *b2;
-        cm_container_info *v = NULL;
-        cm_err err = CM_ERR_INIT;
-        cleanup_free char *dir = NULL;
         struct pollfd p;
 
         (void)setenv("CONTAINER_MCP_ORPHANS", "adopt", 1);
@@ -288,16 +291,7 @@ static void test_reaped_while_running(void **state) {
         (void)close(ifd);
         assert_true(gone_within(mfd, 60000));
         (void)waitpid((pid_t)init, NULL, WNOHANG); /* ours now (subreaper): no zombie either */
-        assert_int_equal(b2->ops->list(b2, true, &v, &n, &err), 0);
-        assert_int_equal(n, 0);
-        free(v);
-        dir = xasprintf("%s/containers/%s", nt_state_dir, id);
-        assert_int_equal(access(dir, F_OK), -1);
-        for (size_t i = 0; i < ncg; i++) {
-                if (access(cg[i], F_OK) == 0)
-                        fail_msg("cgroup %s of reaped %s is still there", cg[i], id);
-                free(cg[i]);
-        }
+        assert_reaped(b2, id, cg, ncg);
         no_mounts_in_state_dir();
         b2->ops->free(b2);
         (void)state;
