@@ -32,10 +32,7 @@ const tree = (m) => ['sh', '-c', `sleep ${m} & setsid sleep ${m} & (sleep ${m} &
 let nativeReason = null;
 let cgroupReason = null;
 before(async () => {
-  const { reason, details } = await nativeBackend(open);
-  nativeReason = reason;
-  if (!reason && (!details.cgroup || details.cgroup === 'none'))
-    cgroupReason = `no cgroup on this machine (${JSON.stringify(details)})`;
+  ({ reason: nativeReason, cgroupReason } = await nativeBackend(open));
 });
 after(() => fs.rmSync(state, { recursive: true, force: true }));
 

@@ -38,10 +38,7 @@ let nativeReason = null;
 let cgroupReason = null;
 
 before(async () => {
-  const { reason, details } = await nativeBackend(open);
-  nativeReason = reason;
-  if (!reason && (!details.cgroup || details.cgroup === 'none'))
-    cgroupReason = `no cgroup limits on this machine (${JSON.stringify(details)})`;
+  ({ reason: nativeReason, cgroupReason } = await nativeBackend(open));
 });
 
 after(() => {

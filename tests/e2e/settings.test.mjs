@@ -26,11 +26,9 @@ let nativeReason = null;
 let cgroupReason = null;
 let netReason = null;
 before(async () => {
-  const { reason, details } = await nativeBackend(open);
-  nativeReason = reason;
-  if (!reason && (!details.cgroup || details.cgroup === 'none'))
-    cgroupReason = `no cgroup limits on this machine (${JSON.stringify(details)})`;
-  if (!reason && (details.network_stack === 'none' || !details.network_stack))
+  let details;
+  ({ reason: nativeReason, cgroupReason, details } = await nativeBackend(open));
+  if (!nativeReason && (details.network_stack === 'none' || !details.network_stack))
     netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
 });
 after(() => fs.rmSync(state, { recursive: true, force: true }));

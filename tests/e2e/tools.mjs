@@ -22,12 +22,19 @@ export function refused(r, ...patterns) {
 }
 
 // The native backend's entry of system_status, from a server `open` starts:
-// { reason: why it cannot run here or null, details }.
+// { reason: why it cannot run here or null, cgroupReason: why it has no
+// cgroup limits here or null, details }.
 export async function nativeBackend(open) {
   const s = await open();
   try {
     const native = ok(await call(s, 'system_status', {})).backends.find((b) => b.name === 'native');
-    return { reason: native.available ? null : `native runtime unavailable here: ${native.reason}`, details: native.details };
+    const { details } = native;
+    return {
+      reason: native.available ? null : `native runtime unavailable here: ${native.reason}`,
+      cgroupReason: native.available && (!details.cgroup || details.cgroup === 'none')
+        ? `no cgroup limits on this machine (${JSON.stringify(details)})` : null,
+      details,
+    };
   } finally {
     await s.close().finally(() => s.kill());
   }
