@@ -7,6 +7,7 @@
 
 #include "tools/tools.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 #include "util/json.h"
 
 static int echo(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
@@ -16,16 +17,10 @@ static int echo(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_
         return 0;
 }
 
-static int64_t now_ms(void) {
-        struct timespec ts;
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Sleep until `deadline` or until the call is cancelled; true if cancelled. */
 static bool wait_until(mcp_call *call, int64_t deadline) {
         struct pollfd p = {mcp_call_cancel_fd(call), POLLIN, 0};
-        for (int64_t left; (left = deadline - now_ms()) > 0;) {
+        for (int64_t left; (left = deadline - cm_now_ms()) > 0;) {
                 if (poll(&p, 1, (int)left) > 0 || mcp_call_cancelled(call))
                         return true;
         }
@@ -36,7 +31,7 @@ static int do_sleep(mcp_call *call, json_t *args, json_t **ret, char **ret_text,
         json_int_t ms = json_integer_value(json_object_get(args, "ms"));
         json_t *st = json_object_get(args, "steps");
         json_int_t steps = st ? json_integer_value(st) : 10, done = 0;
-        int64_t start = now_ms();
+        int64_t start = cm_now_ms();
         bool cancelled = false;
 
         mcp_call_log(call, "info", "sleeping %lld ms in %lld steps", (long long)ms, (long long)steps);
@@ -49,7 +44,7 @@ static int do_sleep(mcp_call *call, json_t *args, json_t **ret, char **ret_text,
                 cancelled = wait_until(call, start + ms * (done + 1) / steps);
                 done += !cancelled;
         }
-        *ret = json_pack("{s:I, s:b}", "sleptMs", (json_int_t)(now_ms() - start), "cancelled", cancelled);
+        *ret = json_pack("{s:I, s:b}", "sleptMs", (json_int_t)(cm_now_ms() - start), "cancelled", cancelled);
         return 0;
 }
 

@@ -24,6 +24,7 @@
 
 #include "policy/policy.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 #define CM_LABEL_ROLE "dev.container-mcp.role"
 #define ROLE_SANDBOX "session-sandbox"
@@ -53,12 +54,6 @@ struct cm_workbenches {
 
 /* The key of the session attachment: the address of this variable. */
 static const char attach_key;
-
-static int64_t now_ms(void) {
-        struct timespec ts;
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void wb_unref(cm_workbench *w) {
         if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
@@ -110,7 +105,7 @@ static void *wb_create(void *arg) {
         cm_workbenches *set = arg;
         cm_workbench *w = xcalloc(1, sizeof *w);
         atomic_init(&w->refs, 1);
-        atomic_init(&w->last_ms, now_ms());
+        atomic_init(&w->last_ms, cm_now_ms());
         atomic_init(&w->busy, 0);
         (void)pthread_mutex_init(&w->lock, NULL);
         w->set = set;
@@ -130,7 +125,7 @@ static void *wb_create(void *arg) {
 /* Sandboxes idle past the TTL, with a reference each (under set->mu). */
 static size_t idle_locked(cm_workbenches *set, int64_t ttl_ms, cm_workbench ***ret) {
         size_t n = 0, cap = 0;
-        int64_t now = now_ms();
+        int64_t now = cm_now_ms();
         *ret = NULL;
         for (cm_workbench *w = set->all; w; w = w->next) {
                 if (atomic_load(&w->busy) || now - atomic_load(&w->last_ms) < ttl_ms)
@@ -153,7 +148,7 @@ static void reap_idle(cm_workbenches *set, int64_t ttl_ms) {
                 cm_workbench *w = idle[i];
                 (void)pthread_mutex_lock(&w->lock);
                 /* Looked at again under its lock: a call may have used it. */
-                if (!atomic_load(&w->busy) && now_ms() - atomic_load(&w->last_ms) >= ttl_ms)
+                if (!atomic_load(&w->busy) && cm_now_ms() - atomic_load(&w->last_ms) >= ttl_ms)
                         wb_remove_locked(w);
                 (void)pthread_mutex_unlock(&w->lock);
                 wb_unref(w);
@@ -339,7 +334,7 @@ static cm_backend *own_sandbox(mcp_call *call, size_t op_offset, const char *wha
         }
         if (hold)
                 atomic_fetch_add(&w->busy, 1);
-        atomic_store(&w->last_ms, now_ms());
+        atomic_store(&w->last_ms, cm_now_ms());
         (void)pthread_mutex_unlock(&w->lock);
         return w->b;
 }
@@ -366,7 +361,7 @@ void cm_workbench_put(mcp_call *call) {
         cm_workbench *w = mcp_session_attached(mcp_call_session(call), &attach_key);
         if (!w)
                 return;
-        atomic_store(&w->last_ms, now_ms());
+        atomic_store(&w->last_ms, cm_now_ms());
         atomic_fetch_sub(&w->busy, 1);
 }
 

@@ -20,6 +20,7 @@
 #include "transport/http_sess.h"
 #include "transport/http_sse.h"
 #include "transport/transport.h"
+#include "util/clock.h"
 
 /* JSON-RPC error codes of the transport itself (the server-error range):
  * the server cannot take the request now (shutting down, full), and the
@@ -44,12 +45,6 @@ typedef struct cm_http {
         int64_t stream_after_ms; /* a call still running then is answered with an event stream */
         atomic_int answering;    /* requests whose answer is a call or a stream, not yet completed */
 } cm_http;
-
-static inline int64_t cm_now_ms(void) {
-        struct timespec ts;
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* One listening socket and its daemon. */
 typedef struct http_listener {

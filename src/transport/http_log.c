@@ -14,6 +14,7 @@
 
 #include "transport/http_check.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 /* Past this many bytes of events a log forgets its oldest ones (never the
  * newest: the final response is always kept), so a chatty call cannot make
@@ -45,12 +46,6 @@ static atomic_uint_fast64_t next_stream = 1;
 static atomic_size_t total_bytes;
 
 size_t http_log_total_bytes(void) { return atomic_load(&total_bytes); }
-
-static int64_t now_ms(void) {
-        struct timespec ts;
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Hand `ev` to the reader; a reader that refuses (gone, or too far behind)
  * is dropped: the events stay here for the next one. */
@@ -190,7 +185,7 @@ void http_log_detach(http_log *g, cm_sse *q) {
 
 static void end_locked(http_log *g) {
         if (!g->finished)
-                g->end_ms = now_ms();
+                g->end_ms = cm_now_ms();
         g->finished = true;
         if (g->reader)
                 cm_sse_finish(g->reader);

@@ -16,6 +16,7 @@
 
 #include "transport/http_log.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 /* The logs of request streams a session keeps for replay: the running ones
  * and, once over, at most this many, each for t->replay_ms. */
@@ -63,12 +64,6 @@ struct http_sessions {
         http_cred *creds; /* a handful: grown, never shrunk */
         unsigned ncreds;
 };
-
-static int64_t now_ms(void) {
-        struct timespec ts;
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static size_t hash(const char *s) {
         uint64_t h = 1469598103934665603ull; /* FNV-1a: ids are random already */
@@ -176,7 +171,7 @@ http_sess *http_sessions_create(http_sessions *t, mcp_server *srv, bool legacy, 
         t->creds[ci].count++;
         e->linked = true;
         e->busy = 1;
-        e->born_ms = e->last_ms = now_ms();
+        e->born_ms = e->last_ms = cm_now_ms();
         (void)pthread_mutex_init(&e->smu, NULL);
         b = hash(mcp_session_id(s)) & t->mask;
         e->next = t->buckets[b];
@@ -200,7 +195,7 @@ http_sess *http_sessions_get(http_sessions *t, const char *id) {
                 atomic_fetch_add(&e->refs, 1);
                 e->busy++;
                 e->used = true;
-                e->last_ms = now_ms();
+                e->last_ms = cm_now_ms();
         }
         (void)pthread_mutex_unlock(&t->mu);
         return e;
@@ -218,7 +213,7 @@ void http_sess_put(http_sess *e) {
                 return;
         (void)pthread_mutex_lock(&e->t->mu);
         e->busy--;
-        e->last_ms = now_ms();
+        e->last_ms = cm_now_ms();
         (void)pthread_mutex_unlock(&e->t->mu);
         http_sess_unref(e);
 }
@@ -252,7 +247,7 @@ bool http_sess_dropped(http_sess *e) { return atomic_load(&e->dropped); }
 static http_sess **unlink_where(http_sessions *t, bool (*pick)(http_sess *, int64_t), size_t *ret_n) {
         http_sess **out;
         size_t n = 0;
-        int64_t now = now_ms();
+        int64_t now = cm_now_ms();
         (void)pthread_mutex_lock(&t->mu);
         out = xcalloc(t->count + 1, sizeof *out);
         for (size_t b = 0; b <= t->mask; b++)
@@ -287,7 +282,7 @@ void http_sessions_expire(http_sessions *t) {
         size_t n;
         cleanup_free http_sess **gone = unlink_where(t, is_idle, &n);
         cleanup_free http_sess **live = NULL;
-        int64_t now = now_ms();
+        int64_t now = cm_now_ms();
         for (size_t i = 0; i < n; i++)
                 finish_dropped(gone[i]);
         (void)pthread_mutex_lock(&t->mu);
@@ -416,7 +411,7 @@ void http_sess_add_log(http_sess *e, http_log *g) {
         http_log_ref(g);
         e->logs[e->nlogs++] = g;
         (void)pthread_mutex_unlock(&e->smu);
-        expire_logs(e, now_ms());
+        expire_logs(e, cm_now_ms());
 }
 
 http_log *http_sess_find_log(http_sess *e, uint64_t stream) {

@@ -16,6 +16,7 @@
 
 #include "transport/transport.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 /* Settings of cm_sse_start: a keep-alive after this long without a write,
  * and the watcher's tick, which also runs the transport's own timer. */
@@ -52,12 +53,6 @@ struct cm_sse {
 /* Event ids only need to be unique within a session; one counter for the
  * whole process makes them unique everywhere. */
 static atomic_uint_fast64_t next_event_id = 1;
-
-static int64_t now_ms(void) {
-        struct timespec ts;
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- the watcher of suspended streams -------------------------------------- */
 
@@ -192,7 +187,7 @@ static void *watch_main(void *arg) {
                         size_t k = collect(&v, false, 0, ev[i].data.u64);
                         nudge_all(v, k, NUDGE_HANGUP);
                 }
-                size_t k = collect(&v, false, now_ms() - keepalive_ms, 0);
+                size_t k = collect(&v, false, cm_now_ms() - keepalive_ms, 0);
                 nudge_all(v, k, NUDGE_KEEPALIVE);
                 (void)pthread_mutex_lock(&tick_mu);
                 (void)pthread_mutex_lock(&watch.mu);
@@ -317,7 +312,7 @@ cm_sse *cm_sse_new(struct MHD_Connection *conn, int sock_fd, enum cm_sse_kind ki
         q->conn = conn;
         q->sock = sock_fd;
         q->kind = kind;
-        q->last_ms = now_ms();
+        q->last_ms = cm_now_ms();
         /* libmicrohttpd sends the headers with the first body bytes; a
          * comment now lets the client see the stream open before any event. */
         cm_sbuf_add(&q->out, ": stream open\n\n", 15);
@@ -394,7 +389,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max) {
                 q->off += n;
                 if (q->off == q->out.len)
                         q->off = q->out.len = 0;
-                q->last_ms = now_ms();
+                q->last_ms = cm_now_ms();
                 r = (ssize_t)n;
         } else if (q->dead) {
                 r = MHD_CONTENT_READER_END_WITH_ERROR;

@@ -469,7 +469,7 @@ static int exit_code_of(const siginfo_t *si) {
 int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err) {
         native *n = (native *)b;
         launch l;
-        int64_t t0 = now_ms();
+        int64_t t0 = cm_now_ms();
         siginfo_t si = {0};
         int r;
 
@@ -480,7 +480,7 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
         r = pool_run(n, spec, cancel, ret, err);
         if (r != 1) {
                 if (r == 0)
-                        ret->duration_ms = now_ms() - t0;
+                        ret->duration_ms = cm_now_ms() - t0;
                 else
                         cm_exec_result_clear(ret);
                 return r;
@@ -510,7 +510,7 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
         closefd(&l.pidfd);
         (void)cg_destroy(&l.st.cg);
         launch_free(&l);
-        ret->duration_ms = now_ms() - t0;
+        ret->duration_ms = cm_now_ms() - t0;
         if (r < 0)
                 cm_exec_result_clear(ret);
         return r;

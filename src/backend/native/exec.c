@@ -248,7 +248,7 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
         exec_run run = {.pidfd = -1};
         int sync_p[2] = {-1, -1}, out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, in_p[2] = {-1, -1};
         int cg_dirfd = -1, r = -1;
-        int64_t t0 = now_ms();
+        int64_t t0 = cm_now_ms();
         char sub_name[32], rnd[17];
         siginfo_t si = {0};
 
@@ -317,7 +317,7 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
                 kill_exec(&run);
         if (waitid((idtype_t)P_PIDFD, (id_t)run.pidfd, &si, WEXITED) == 0 && r == 0)
                 ret->exit_code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
-        ret->duration_ms = now_ms() - t0;
+        ret->duration_ms = cm_now_ms() - t0;
         if (r < 0)
                 cm_exec_result_clear(ret);
 out:
@@ -401,7 +401,7 @@ int native_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const c
                 cm_err *err) {
         native *n = (native *)b;
         nstate s = {0};
-        int64_t t0 = now_ms();
+        int64_t t0 = cm_now_ms();
         cleanup_free char **argv = NULL;
         char **envp = NULL;
         int r;
@@ -429,7 +429,7 @@ int native_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const c
         if (r < 0)
                 cm_exec_result_clear(ret);
         else
-                ret->duration_ms = now_ms() - t0;
+                ret->duration_ms = cm_now_ms() - t0;
         for (char **p = envp; p && *p; p++)
                 free(*p);
         free(envp);

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "backend/backend.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 #define NATIVE_OUTPUT_CAP ((size_t)1 << 20)     /* per stream, when the spec says 0 */
@@ -696,7 +697,6 @@ uint64_t proc_start_time(pid_t pid);
  * for our own /proc.  child-safe. */
 const char *proc_stat_fields(int proc, pid_t pid, char *buf, size_t size);
 bool proc_alive(pid_t pid, uint64_t start);
-int64_t now_ms(void);
 /* The file (up to size - 1 bytes, NUL-terminated); its length or -1.
  * child-safe. */
 int read_file(const char *path, char *buf, size_t size);

@@ -116,12 +116,6 @@ bool init_alive(const nstate *s) {
         return s->init_pid > 0 && proc_alive(s->init_pid, s->init_start) && pid_is_ns_init(s->init_pid);
 }
 
-int64_t now_ms(void) {
-        struct timespec ts;
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- what the machine offers -------------------------------------------- */
 
 /* The absolute path of prog in PATH (owned), or NULL. */

@@ -352,7 +352,7 @@ static int wait_ready(int fd, int64_t deadline) {
         char buf[32];
         struct pollfd p = {fd, POLLIN, 0};
         for (;;) {
-                int64_t left = deadline - now_ms();
+                int64_t left = deadline - cm_now_ms();
                 int r = poll(&p, 1, left > 0 ? (int)left : 0);
                 if (r < 0 && errno == EINTR)
                         continue;
@@ -386,7 +386,7 @@ static int slirp_hostfwd(const char *sock, const net_port *p, int64_t deadline, 
         (void)shutdown(fd, SHUT_WR);
         pf = (struct pollfd){fd, POLLIN, 0};
         while (len + 1 < sizeof rep) {
-                int64_t left = deadline - now_ms();
+                int64_t left = deadline - cm_now_ms();
                 if (poll(&pf, 1, left > 0 ? (int)left : 0) <= 0)
                         break;
                 k = read(fd, rep + len, sizeof rep - 1 - len);
@@ -405,7 +405,7 @@ int net_start(native *n, int sync_fd, int init_pidfd, const char *tag, net_info 
         cleanup_close int userns = -1, netns = -1, log_fd = -1;
         cleanup_free char *sock = NULL;
         int ready[2] = {-1, -1}, inf[2] = {-1, -1};
-        int64_t deadline = now_ms() + NET_READY_MS;
+        int64_t deadline = cm_now_ms() + NET_READY_MS;
         argv_buf a = {.n = 0};
         int32_t pids[2] = {0, 0};
         pid_t pid;

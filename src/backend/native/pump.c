@@ -74,7 +74,7 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
         int in_fd = io->in_fd;
         size_t in_off = 0;
         bool exited = false, killed = false, cancelled = false;
-        int64_t start = now_ms(), exit_at = 0;
+        int64_t start = cm_now_ms(), exit_at = 0;
         int64_t deadline = io->timeout_ms > 0 ? start + io->timeout_ms : 0;
 
         for (int i = 0; i < 2; i++)
@@ -88,7 +88,7 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                 struct pollfd pf[5];
                 nfds_t n = 0;
                 int idx_out = -1, idx_err = -1, idx_in = -1, idx_pid = -1;
-                int64_t now = now_ms(), wait = -1;
+                int64_t now = cm_now_ms(), wait = -1;
 
                 if (exited && ((fds[0] < 0 && fds[1] < 0) || now >= exit_at + LINGER_MS))
                         break;
@@ -139,7 +139,7 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                 }
                 if (idx_pid >= 0 && pf[idx_pid].revents) {
                         exited = true;
-                        exit_at = now_ms();
+                        exit_at = cm_now_ms();
                 }
         }
         for (int i = 0; i < 2; i++)
