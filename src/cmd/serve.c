@@ -33,6 +33,9 @@ static void serve_help(void) {
                "  --allow-origin ORIGIN   let web pages of ORIGIN (scheme://host[:port]) call this server\n"
                "                          from a browser (CORS; they still need the token; repeatable;\n"
                "                          env CONTAINER_MCP_ALLOWED_ORIGINS)\n"
+               "  --allow-container NAME  let dexec, dpatch and dinspect act on this existing container,\n"
+               "                          managed or not (id or name; repeatable;\n"
+               "                          env CONTAINER_MCP_ALLOWED_CONTAINERS)\n"
                "  --toolsets LIST         tool families, comma-separated: containers, images, sandbox,\n"
                "                          files, codex, web, diagnostics, or all (env CONTAINER_MCP_TOOLSETS)\n"
                "  --backend NAME          native or docker (env CONTAINER_MCP_BACKEND; default: the first\n"
@@ -55,6 +58,8 @@ typedef struct serve_opts {
         size_t n_hosts;
         const char *origins[32];
         size_t n_origins;
+        const char *containers[64];
+        size_t n_containers;
         unsigned long page_size, max_message;
         bool no_auth;
 } serve_opts;
@@ -72,7 +77,7 @@ static int parse_number(const char *opt, const char *v, unsigned long min, unsig
 
 static int parse_args(int argc, char **argv, serve_opts *o) {
         enum { O_HTTP = 256, O_SOCKET, O_HOST, O_TOOLSETS, O_BACKEND, O_PAGE, O_MAXMSG, O_ENVFILE, O_LOGLEVEL, O_NOAUTH,
-               O_ORIGIN };
+               O_ORIGIN, O_CONTAINER };
         static const struct option opts[] = {
                 {"http", required_argument, NULL, O_HTTP},
                 {"socket", required_argument, NULL, O_SOCKET},
@@ -85,6 +90,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                 {"log-level", required_argument, NULL, O_LOGLEVEL},
                 {"no-auth", no_argument, NULL, O_NOAUTH},
                 {"allow-origin", required_argument, NULL, O_ORIGIN},
+                {"allow-container", required_argument, NULL, O_CONTAINER},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
@@ -119,6 +125,17 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                                 return (void)cmd_usage_error("serve", "--allow-origin: at most 31 origins"), -1;
                         o->origins[o->n_origins++] = optarg;
                         break;
+                case O_CONTAINER:
+                        if (o->n_containers >= 63)
+                                return (void)cmd_usage_error("serve", "--allow-container: at most 63 containers "
+                                                                      "(CONTAINER_MCP_ALLOWED_CONTAINERS takes more)"),
+                                       -1;
+                        if (!*optarg || *optarg == '-')
+                                return (void)cmd_usage_error("serve", "--allow-container \"%s\": expected a "
+                                                                      "container id or name", optarg),
+                                       -1;
+                        o->containers[o->n_containers++] = optarg;
+                        break;
                 case ':': return (void)cmd_usage_error("serve", "option %s needs a value", argv[optind - 1]), -1;
                 default: return (void)cmd_usage_error("serve", "unknown option %s", argv[optind - 1]), -1;
                 }
@@ -150,6 +167,8 @@ static int apply_flags(cm_config *cfg, const serve_opts *o, cm_err *err) {
                 cm_config_add_host(cfg, o->hosts[i]);
         for (size_t i = 0; i < o->n_origins; i++)
                 cm_config_add_origin(cfg, o->origins[i]);
+        for (size_t i = 0; i < o->n_containers; i++)
+                cm_config_add_container(cfg, o->containers[i]);
         if (o->page_size)
                 cfg->page_size = (unsigned)o->page_size;
         if (o->max_message)

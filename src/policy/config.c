@@ -199,6 +199,7 @@ bool cm_toolset_enabled(const cm_config *cfg, const char *family) {
 
 void cm_config_add_host(cm_config *cfg, const char *host) { strv_push(&cfg->allowed_hosts, host); }
 void cm_config_add_origin(cm_config *cfg, const char *origin) { strv_push(&cfg->allowed_origins, origin); }
+void cm_config_add_container(cm_config *cfg, const char *ref) { strv_push(&cfg->allowed_containers, ref); }
 
 static char *default_state_dir(void) {
         const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
@@ -482,7 +483,7 @@ static int load_ceilings(cm_config *cfg, cm_err *err) {
 }
 
 static int load_sharing(cm_config *cfg, cm_err *err) {
-        const char *v = getenv("CONTAINER_MCP_SHARED_CONTAINERS");
+        const char *v = getenv("CONTAINER_MCP_SHARED_CONTAINERS"), *a = getenv("CONTAINER_MCP_ALLOWED_CONTAINERS");
         if (env_bool("CONTAINER_MCP_SHARE_CONTAINERS", &cfg->share_containers, err) < 0)
                 return -EINVAL;
         if (v && *v) {
@@ -490,6 +491,12 @@ static int load_sharing(cm_config *cfg, cm_err *err) {
                 char *save = NULL;
                 for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
                         strv_push(&cfg->shared_containers, t);
+        }
+        if (a && *a) {
+                cleanup_free char *copy = xstrdup(a);
+                char *save = NULL;
+                for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+                        strv_push(&cfg->allowed_containers, t);
         }
         return 0;
 }
@@ -591,6 +598,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->min_host_port = 1024;
         cfg->toolsets = strv_new();
         cfg->shared_containers = strv_new();
+        cfg->allowed_containers = strv_new();
         cfg->max_memory = cm_host_memory();
         cfg->max_cpus = cm_host_cpus();
         for (size_t i = 0; cm_default_toolsets[i]; i++)
@@ -615,6 +623,7 @@ void cm_config_free(cm_config *cfg) {
         cm_strv_free(cfg->image_dirs);
         free(cfg->state_real);
         cm_strv_free(cfg->shared_containers);
+        cm_strv_free(cfg->allowed_containers);
         free(cfg->token);
         free(cfg->scratch_dir);
         free(cfg->state_dir);

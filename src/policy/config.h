@@ -69,6 +69,10 @@ typedef struct cm_config {
          * restriction). */
         char **allowed_commands;
         size_t n_allowed_commands;
+        /* The codex tools (issue 11): existing containers dexec, dpatch and
+         * dinspect may touch, managed or not (--allow-container,
+         * CONTAINER_MCP_ALLOWED_CONTAINERS: ids or names), NULL-terminated. */
+        char **allowed_containers;
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */
@@ -85,6 +89,7 @@ void cm_config_free(cm_config *cfg);
 int cm_config_set_toolsets(cm_config *cfg, const char *list, cm_err *err);
 void cm_config_add_host(cm_config *cfg, const char *host);
 void cm_config_add_origin(cm_config *cfg, const char *origin);
+void cm_config_add_container(cm_config *cfg, const char *ref);
 
 bool cm_toolset_enabled(const cm_config *cfg, const char *family);
 

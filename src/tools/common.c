@@ -81,7 +81,27 @@ bool cm_tool_visible(mcp_call *call, const cm_container_info *c) {
  * else a unique prefix of an id.  Used without a find op, and when find
  * says a prefix is ambiguous, which may be only because of containers this
  * session must not learn of. */
-static int find_visible(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
+/* Named by --allow-container / CONTAINER_MCP_ALLOWED_CONTAINERS: its id,
+ * its name, or an id prefix of at least 12 characters (what `docker ps`
+ * shows). */
+static bool allowlisted(const cm_config *cfg, const cm_container_info *c) {
+        for (char *const *a = cfg->allowed_containers; a && *a; a++) {
+                size_t n = strlen(*a);
+                if ((c->name && strcmp(c->name, *a) == 0) || strcmp(c->id, *a) == 0 ||
+                    (n >= 12 && strncmp(c->id, *a, n) == 0))
+                        return true;
+        }
+        return false;
+}
+
+/* Visible to this call: as cm_tool_visible, and for the codex tools also
+ * the allowlisted containers. */
+static bool visible_for(mcp_call *call, const cm_container_info *c, bool codex) {
+        return cm_tool_visible(call, c) || (codex && allowlisted(cm_call_app(call)->cfg, c));
+}
+
+static int find_visible(mcp_call *call, cm_backend *b, const char *ref, bool codex, cm_container_info *ret,
+                        cm_err *err) {
         cm_container_info *all = NULL;
         size_t n = 0, hit = SIZE_MAX, prefix_hits = 0, prefix = SIZE_MAX;
         if (!b->ops->list)
@@ -89,7 +109,7 @@ static int find_visible(mcp_call *call, cm_backend *b, const char *ref, cm_conta
         if (b->ops->list(b, true, &all, &n, err) < 0)
                 return -1;
         for (size_t i = 0; i < n; i++) {
-                if (!cm_tool_visible(call, &all[i]))
+                if (!visible_for(call, &all[i], codex))
                         continue;
                 if (strcmp(all[i].id, ref) == 0 || (hit == SIZE_MAX && all[i].name && strcmp(all[i].name, ref) == 0))
                         hit = i;
@@ -109,26 +129,37 @@ static int find_visible(mcp_call *call, cm_backend *b, const char *ref, cm_conta
         return hit == SIZE_MAX ? -ENOENT : 0;
 }
 
-int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
+static int find_checked(mcp_call *call, cm_backend *b, const char *ref, bool codex, cm_container_info *ret,
+                        cm_err *err) {
+        const cm_config *cfg = cm_call_app(call)->cfg;
         cm_err why = CM_ERR_INIT;
         int r = b->ops->find ? b->ops->find(b, ref, ret, &why) : -ENOTSUP;
         if (r == -ENOTSUP || r == -EINVAL)
-                r = find_visible(call, b, ref, ret, err);
+                r = find_visible(call, b, ref, codex, ret, err);
         else if (r < 0 && r != -ENOENT)
                 return cm_err_set(err, why.code, "%s", why.msg);
-        if (r == 0 && cm_container_managed(ret) && !cm_tool_visible(call, ret)) {
+        if (r == 0 && cm_container_managed(ret) && !visible_for(call, ret, codex)) {
                 /* Another session's: the answer must be the one this session
                  * would get if it did not exist ("no container", or one of its
                  * own that `ref` also names by prefix), so look again among
                  * the visible ones only. */
                 cm_container_info_clear(ret);
-                r = find_visible(call, b, ref, ret, err);
+                r = find_visible(call, b, ref, codex, ret, err);
         }
         if (r == -ENOENT)
                 return cm_err_set(err, ENOENT, "no container \"%s\"; call list_containers for the ids and names", ref);
         if (r < 0)
                 return r;
-        if (!cm_container_managed(ret) && !cm_call_app(call)->cfg->allow_unmanaged) {
+        if (codex && !cm_container_managed(ret) && !allowlisted(cfg, ret)) {
+                cm_err_set(err, EPERM,
+                           "container \"%s\" was not created by container-mcp and is not on the allowlist; start "
+                           "the server with --allow-container %s (or CONTAINER_MCP_ALLOWED_CONTAINERS) to let "
+                           "dexec, dpatch and dinspect use it",
+                           ref, ret->name ? ret->name : ret->id);
+                cm_container_info_clear(ret);
+                return -EPERM;
+        }
+        if (!codex && !cm_container_managed(ret) && !cfg->allow_unmanaged) {
                 cm_err_set(err, EPERM,
                            "container \"%s\" was not created by container-mcp (no %s=true label); it is left alone "
                            "unless the server runs with CONTAINER_MCP_ALLOW_UNMANAGED=1",
@@ -139,8 +170,12 @@ int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_in
         return 0;
 }
 
-cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, const char *what,
-                           cm_container_info *ret, cm_err *err) {
+int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err) {
+        return find_checked(call, b, ref, false, ret, err);
+}
+
+static cm_backend *target(mcp_call *call, const char *ref, size_t op_offset, const char *what, bool codex,
+                          cm_container_info *ret, cm_err *err) {
         cm_backend *b = cm_tool_backend(call, err);
         if (!b)
                 return NULL;
@@ -149,7 +184,17 @@ cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, co
                 (void)cm_tool_unsupported(b, what, err);
                 return NULL;
         }
-        return cm_tool_find(call, b, ref, ret, err) < 0 ? NULL : b;
+        return find_checked(call, b, ref, codex, ret, err) < 0 ? NULL : b;
+}
+
+cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, const char *what,
+                           cm_container_info *ret, cm_err *err) {
+        return target(call, ref, op_offset, what, false, ret, err);
+}
+
+cm_backend *cm_tool_codex_target(mcp_call *call, const char *ref, size_t op_offset, const char *what,
+                                 cm_container_info *ret, cm_err *err) {
+        return target(call, ref, op_offset, what, true, ret, err);
 }
 
 static int count_managed_running(cm_backend *b, size_t *ret, cm_err *err) {

@@ -44,6 +44,16 @@ cm_backend *cm_tool_target(mcp_call *call, const char *ref, size_t op_offset, co
                            cm_container_info *ret, cm_err *err);
 #define CM_TOOL_TARGET(call, ref, op, what, ret, err)                                                                  \
         cm_tool_target(call, ref, offsetof(cm_backend_ops, op), what, ret, err)
+/* cm_tool_target for the codex tools (dexec, dpatch, dinspect; issue 11):
+ * the session's own managed containers as there, and also the existing
+ * containers named by --allow-container / CONTAINER_MCP_ALLOWED_CONTAINERS
+ * (by name, id, or an id prefix of 12 or more), managed or not; every
+ * other unmanaged one is refused with a message naming the flag
+ * (CONTAINER_MCP_ALLOW_UNMANAGED does not open these tools). */
+cm_backend *cm_tool_codex_target(mcp_call *call, const char *ref, size_t op_offset, const char *what,
+                                 cm_container_info *ret, cm_err *err);
+#define CM_TOOL_CODEX_TARGET(call, ref, op, what, ret, err)                                                            \
+        cm_tool_codex_target(call, ref, offsetof(cm_backend_ops, op), what, ret, err)
 
 /* A slot under CONTAINER_MCP_MAX_CONTAINERS, taken under app->run_lock
  * (run_container, the session sandbox); given back with
