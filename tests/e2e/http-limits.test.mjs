@@ -137,7 +137,7 @@ describe('HTTP connection limits', () => {
       const b = Array.from({ length: 15 }, () => idleConnection(srv.port, '127.0.0.2'));
       conns.push(...b);
       await Promise.all(b.map((c) => c.opened));
-      await eventually(() => fdCount(srv.pid) === fd0 + 30, 5000, `the server to hold 30 connections (${fdCount(srv.pid) - fd0})`);
+      await eventually(() => fdCount(srv.pid) === fd0 + 30, 30000, `the server to hold 30 connections (${fdCount(srv.pid) - fd0})`);
       let served = false;
       const pending = requestFrom(srv.port, '127.0.0.3', srv.token).then((r) => ((served = true), r));
       // a request on a connection the server did accept is answered ...

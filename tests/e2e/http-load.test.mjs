@@ -136,7 +136,7 @@ describe('Streamable HTTP under load', () => {
     await c.close();
     // the dropped connections are closed on the server side too, and the
     // calls (each holding an eventfd while it runs) end
-    await eventually(() => fdCount(srv.pid) <= fd0 + 1, 8000, `server fds back near ${fd0} (now ${fdCount(srv.pid)})`);
+    await eventually(() => fdCount(srv.pid) <= fd0 + 1, 30000, `server fds back near ${fd0} (now ${fdCount(srv.pid)})`);
     await httpRequest(target, { method: 'DELETE', headers: { 'Mcp-Session-Id': session } });
   });
 

@@ -274,7 +274,7 @@ describe('HTTP requests the server gives up get an error (point 4)', () => {
         await withTimeout(st.firstId.promise, 30000, 'the call\'s stream');
         if (meta) {
           // plain: stream after 300 ms (priming event); with a token: at once
-          await eventually(() => st.text.includes('notifications/progress'), 5000, 'progress');
+          await eventually(() => st.text.includes('notifications/progress'), 30000, 'progress');
         }
         const d = await httpRequest({ port: srv.port }, { method: 'DELETE', headers: mcpHeaders({ session }) });
         assert.equal(d.status, 200);
@@ -364,7 +364,7 @@ describe('HTTP session floods (point 6)', () => {
     const sock = { socketPath: path.join(dir, 'mcp.sock') };
     assert.equal((await init(sock)).status, 200, 'a socket client still gets a session');
     // the three sessions that never got past initialize are dropped soon
-    await eventually(async () => (await init(tcp)).status === 200, 8000, 'a new TCP session after the grace');
+    await eventually(async () => (await init(tcp)).status === 200, 30000, 'a new TCP session after the grace');
     const { response } = await rawHttpCall(tcp, good.session, 'ping');
     assert.deepEqual(response.result, {}, 'the session in use was kept');
   });

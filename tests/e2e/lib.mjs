@@ -66,7 +66,9 @@ export function withTimeout(promise, ms, what = 'operation') {
 }
 
 // Poll `fn` until it returns a truthy value (for state only visible in /proc).
-export async function eventually(fn, ms = 5000, what = 'a condition', every = 50) {
+// The deadline only matters when the condition never comes, so it is long:
+// the suite runs on loaded 2-core machines.
+export async function eventually(fn, ms = 30000, what = 'a condition', every = 50) {
   const end = Date.now() + ms;
   let last;
   for (;;) {

@@ -154,7 +154,7 @@ describe('CONTAINER_MCP_ALLOW_NETWORK', () => {
         assert.match(out, /^DEFAULT True$/m, out);
         if (!addr) return t.diagnostic('no non-loopback IPv4 address on this host: reaching one not checked');
         assert.match(out, /^CONNECTED$/m, out);
-        await eventually(() => got.join('').includes('on'), 10000, 'the sandbox\'s bytes at the listener');
+        await eventually(() => got.join('').includes('on'), 30000, 'the sandbox\'s bytes at the listener');
       } finally {
         await on.close().finally(() => on.kill());
       }

@@ -160,7 +160,7 @@ describe('legacy SSE with the SDK client', () => {
     const post = (p) => httpRequest(t, { path: p, headers: { 'Content-Type': 'application/json' }, body: { jsonrpc: '2.0', id: 1, method: 'ping' } });
     const one = await openStream();
     one.res.destroy();
-    await eventually(async () => (await post(one.path)).status === 404, 5000, 'POST /messages of a dropped stream to answer 404');
+    await eventually(async () => (await post(one.path)).status === 404, 30000, 'POST /messages of a dropped stream to answer 404');
     for (let i = 0; i < 20; i++) (await openStream()).res.destroy(); // warm up
     await eventually(() => fdCount(srv.pid) <= 12, 5000, 'fds to settle').catch(() => {});
     const fd0 = fdCount(srv.pid);
@@ -169,7 +169,7 @@ describe('legacy SSE with the SDK client', () => {
       const batch = await Promise.all(Array.from({ length: 10 }, openStream));
       for (const b of batch) b.res.destroy();
     }
-    await eventually(() => fdCount(srv.pid) <= fd0 + 1, 5000, `server fds back near ${fd0} (now ${fdCount(srv.pid)})`);
+    await eventually(() => fdCount(srv.pid) <= fd0 + 1, 30000, `server fds back near ${fd0} (now ${fdCount(srv.pid)})`);
     const m1 = procStatus(srv.pid);
     // printed, not judged: bench/footprint.mjs; leaks: LeakSanitizer
     console.log(`300 SSE streams: RSS ${m0.rssKb} → ${m1.rssKb} kB`);
