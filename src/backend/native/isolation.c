@@ -104,6 +104,7 @@ static int ns_of_init(const nstate *s, struct stat ret[INIT_N_NS]) {
                 return 0;
         if (init_ctl_fetch(s->dir, fds, NULL) < 0)
                 return -1;
+        ok = true;
         for (int i = 0; i < INIT_N_NS; i++) {
                 if (fstat(fds[i], &ret[i]) < 0)
                         ok = false;
@@ -266,8 +267,10 @@ static json_t *limits_json(const nstate *s, bool kernel) {
                          "memory", limit_value(mem), "pids", limit_value(pids), "enforced_by", by);
 }
 
-/* /proc/PID/limits' "soft:hard" of the few that matter here. */
-static json_t *ulimits_json(const char *text) {
+/* /proc/PID/limits' "soft:hard" of the few that matter here.  Without a
+ * cgroup the limits are rlimits the init sets on each process it starts,
+ * not on itself: those two are the record's. */
+static json_t *ulimits_json(const nstate *s, const char *text) {
         static const struct {
                 const char *line, *name;
         } rows[] = {{"Max open files", "nofile"}, {"Max processes", "nproc"}, {"Max address space", "as"},
@@ -284,6 +287,12 @@ static json_t *ulimits_json(const char *text) {
                         continue;
                 (void)json_object_set_new(o, rows[i].name, json_sprintf("%s:%s", soft, hard));
         }
+        if (s->cg.mode == CG_NONE && s->limits.memory_bytes > 0)
+                (void)json_object_set_new(o, "as", json_sprintf("%lld:%lld", (long long)s->limits.memory_bytes,
+                                                                (long long)s->limits.memory_bytes));
+        if (s->cg.mode == CG_NONE && s->limits.pids > 0)
+                (void)json_object_set_new(o, "nproc", json_sprintf("%lld:%lld", (long long)s->limits.pids,
+                                                                   (long long)s->limits.pids));
         return o;
 }
 
@@ -362,7 +371,7 @@ static int view_kernel(const nstate *s, json_t *v) {
         (void)json_object_set_new(v, "readonly_root", json_boolean(root && root->ro));
         (void)json_object_set_new(v, "network", network_json(s, true));
         (void)json_object_set_new(v, "limits", limits_json(s, true));
-        (void)json_object_set_new(v, "ulimits", ulimits_json(limits));
+        (void)json_object_set_new(v, "ulimits", ulimits_json(s, limits));
         (void)json_object_set_new(v, "seccomp", json_string(seccomp[0] == '2' ? "filter" : seccomp[0] == '1' ? "strict" : "off"));
         if (apparmor)
                 apparmor[strcspn(apparmor, "\n")] = 0;
