@@ -306,8 +306,8 @@ static int ifaces_beyond_lo(pid_t pid) {
                 return -1;
         for (const char *p = dev; (p = strchr(p, '\n')); p++) {
                 const char *name = p + 1 + strspn(p + 1, " ");
-                const char *colon = strchr(name, ':');
-                if (colon && !(colon - name == 2 && strncmp(name, "lo", 2) == 0))
+                size_t len = strcspn(name, ":\n"); /* the headers have no ':' */
+                if (name[len] == ':' && !(len == 2 && strncmp(name, "lo", 2) == 0))
                         n++;
         }
         return n;
