@@ -25,7 +25,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { eventually, runCli, stdioClient, tmpDir } from './lib.mjs';
+import { eventually, httpClient, runCli, startHttp, stdioClient, tmpDir } from './lib.mjs';
 import { AS_NOBODY, alive, call, cgroupLimits, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 120000 };
@@ -339,6 +339,25 @@ describe('the codex tools\' allowlist', () => {
     } finally {
       if (b) await b.close().finally(() => b.kill());
       await a.close().finally(() => a.kill());
+    }
+  });
+
+  test('two sessions of one HTTP server: each sees only its own through dinspect', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const srv = await startHttp({ env: ENV, args: ['--allow-container', 'di-other'], toolsets: false });
+    let a, b;
+    try {
+      a = await httpClient(srv.url);
+      b = await httpClient(srv.url);
+      const c = ok(await call(a, 'run_container', { image: 'host', name: 'di-mine', command: ['sleep', '300'] }));
+      assert.equal(ok(await call(a, 'dinspect', { container: 'di-mine' })).id, c.id);
+      for (const ref of ['di-mine', c.id, c.id.slice(0, 12)])
+        refused(await call(b, 'dinspect', { container: ref }), new RegExp(`^no container "${ref}"`));
+      ok(await call(a, 'remove_container', { container: c.id, force: true }));
+    } finally {
+      if (b) await b.close();
+      if (a) await a.close();
+      await srv.stop().finally(() => srv.kill());
     }
   });
 
