@@ -180,9 +180,10 @@ typedef struct cm_backend_ops {
         int (*inspect)(cm_backend *b, const char *id, char **ret_json, cm_err *err);
         /* dinspect's compact view of what a process in the container may do
          * (the fields of src/tools/defs/dinspect.json), read from the kernel
-         * where the backend can.  Optional: without it dinspect maps the
-         * Docker Engine API's inspect JSON that `inspect` returns
-         * (tools/dinspect_docker.c). */
+         * where the backend can; an engine's from its inspect document
+         * through cm_dinspect_docker (backend/dinspect_docker.h).
+         * Optional: without it dinspect maps what `inspect` returns when
+         * that is the Engine API's own JSON. */
         int (*isolation)(cm_backend *b, const char *id, char **ret_json, cm_err *err);
         /* tail: the last N lines (0: all); since_ms: only what was written
          * from then on (unix ms, 0: all), to the second */

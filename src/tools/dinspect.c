@@ -2,11 +2,12 @@
  * do, in a few hundred bytes.  The backend's `isolation` op gives the view
  * (the native runtime reads it from the kernel, backend/native/isolation.c);
  * a backend without it is asked for its inspect document, mapped from
- * Docker's format (dinspect_docker.c). */
+ * Docker's format (backend/dinspect_docker.c) when it is the Engine API's
+ * own. */
 #include <errno.h>
 
+#include "backend/dinspect_docker.h"
 #include "tools/common.h"
-#include "tools/dinspect.h"
 #include "util/cleanup.h"
 
 static int view_of(cm_backend *b, const char *id, json_t **ret, cm_err *err) {

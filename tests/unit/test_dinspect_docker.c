@@ -1,4 +1,4 @@
-/* dinspect from Docker's inspect JSON (src/tools/dinspect_docker.c).
+/* dinspect from Docker's inspect JSON (src/backend/dinspect_docker.c).
  *
  * The fixtures are real: tests/unit/fixtures/podman-inspect-*.json are the
  * Engine API's answer (GET /v1.41/containers/NAME/json, Podman 4.3.1's
@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/dinspect.h"
+#include "backend/dinspect_docker.h"
 #include "util/cleanup.h"
 
 static json_t *fixture(const char *name) {

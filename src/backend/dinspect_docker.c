@@ -1,4 +1,4 @@
-/* dinspect from Docker's inspect JSON (see dinspect.h).
+/* dinspect from Docker's inspect JSON (see dinspect_docker.h).
  *
  * What the engine's document says is reported as it says it; where it
  * leaves a namespace's mode empty (the daemon's default, which the document
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "tools/dinspect.h"
+#include "backend/dinspect_docker.h"
 #include "util/capnames.h"
 #include "util/cleanup.h"
 
