@@ -178,6 +178,13 @@ typedef struct cm_backend_ops {
          * tools fall back to list).  -ENOENT when there is none. */
         int (*find)(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);
         int (*inspect)(cm_backend *b, const char *id, char **ret_json, cm_err *err);
+        /* dinspect's compact view of what a process in the container may do
+         * (the fields of src/tools/defs/dinspect.json), read from the kernel
+         * where the backend can; an engine's from its inspect document
+         * through cm_dinspect_docker (backend/dinspect_docker.h).
+         * Optional: without it dinspect maps what `inspect` returns when
+         * that is the Engine API's own JSON. */
+        int (*isolation)(cm_backend *b, const char *id, char **ret_json, cm_err *err);
         /* tail: the last N lines (0: all); since_ms: only what was written
          * from then on (unix ms, 0: all), to the second */
         int (*logs)(cm_backend *b, const char *id, size_t tail, int64_t since_ms, char **ret, size_t *ret_len,

@@ -130,9 +130,10 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                                 return (void)cmd_usage_error("serve", "--allow-container: at most 63 containers "
                                                                       "(CONTAINER_MCP_ALLOWED_CONTAINERS takes more)"),
                                        -1;
-                        if (!*optarg || *optarg == '-')
+                        if (!cm_config_container_ref_ok(optarg))
                                 return (void)cmd_usage_error("serve", "--allow-container \"%s\": expected a "
-                                                                      "container id or name", optarg),
+                                                                      "container id or name (letters, digits, "
+                                                                      "then also _ . -)", optarg),
                                        -1;
                         o->containers[o->n_containers++] = optarg;
                         break;

@@ -201,6 +201,19 @@ void cm_config_add_host(cm_config *cfg, const char *host) { strv_push(&cfg->allo
 void cm_config_add_origin(cm_config *cfg, const char *origin) { strv_push(&cfg->allowed_origins, origin); }
 void cm_config_add_container(cm_config *cfg, const char *ref) { strv_push(&cfg->allowed_containers, ref); }
 
+/* Docker's rule for names ([a-zA-Z0-9][a-zA-Z0-9_.-]*), which ids (hex)
+ * meet too: nothing else can name a container, and a value that starts
+ * with '-' could be read as an option wherever it is passed on. */
+bool cm_config_container_ref_ok(const char *ref) {
+        size_t n = ref ? strlen(ref) : 0;
+        if (n == 0 || n > 128 || !isalnum((unsigned char)ref[0]))
+                return false;
+        for (size_t i = 1; i < n; i++)
+                if (!isalnum((unsigned char)ref[i]) && !strchr("_.-", ref[i]))
+                        return false;
+        return true;
+}
+
 static char *default_state_dir(void) {
         const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
         if (getenv("CONTAINER_MCP_STATE_DIR"))
@@ -495,8 +508,14 @@ static int load_sharing(cm_config *cfg, cm_err *err) {
         if (a && *a) {
                 cleanup_free char *copy = xstrdup(a);
                 char *save = NULL;
-                for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+                for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+                        if (!cm_config_container_ref_ok(t))
+                                return cm_err_set(err, EINVAL,
+                                                  "CONTAINER_MCP_ALLOWED_CONTAINERS: \"%s\" is not a container id or "
+                                                  "name (letters, digits, then also _ . -; at most 128)",
+                                                  t);
                         strv_push(&cfg->allowed_containers, t);
+                }
         }
         return 0;
 }

@@ -90,6 +90,9 @@ int cm_config_set_toolsets(cm_config *cfg, const char *list, cm_err *err);
 void cm_config_add_host(cm_config *cfg, const char *host);
 void cm_config_add_origin(cm_config *cfg, const char *origin);
 void cm_config_add_container(cm_config *cfg, const char *ref);
+/* An allowlist entry (--allow-container, CONTAINER_MCP_ALLOWED_CONTAINERS)
+ * that can name a container: a Docker name or id. */
+bool cm_config_container_ref_ok(const char *ref);
 
 bool cm_toolset_enabled(const cm_config *cfg, const char *family);
 

@@ -31,8 +31,8 @@ int cm_tool_writable(mcp_call *call, const char *tool, cm_err *err) {
         if (cm_call_app(call)->cfg->readonly)
                 return cm_err_set(err, EROFS,
                                   "%s refused: the server runs with CONTAINER_MCP_READONLY, so only list_containers, "
-                                  "container_logs, inspect_container, container_stats, system_status, file_read and "
-                                  "file_list work; "
+                                  "container_logs, inspect_container, container_stats, system_status, file_read, "
+                                  "file_list and dinspect work; "
                                   "restart it without CONTAINER_MCP_READONLY to change containers",
                                   tool);
         return 0;

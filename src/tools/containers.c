@@ -179,6 +179,15 @@ static int check_name_free(mcp_call *call, cm_backend *b, const char *name, cm_e
                                           "name \"%s\" is reserved: CONTAINER_MCP_SHARED_CONTAINERS lists it for a "
                                           "container the operator provides to every session; choose another name",
                                           name);
+        /* An allowlisted name too: a container an agent made under it
+         * would be open to every session's dexec, dpatch and dinspect. */
+        for (size_t i = 0; cfg->allowed_containers && cfg->allowed_containers[i]; i++)
+                if (strcmp(cfg->allowed_containers[i], name) == 0)
+                        return cm_err_set(err, EEXIST,
+                                          "name \"%s\" is reserved: --allow-container "
+                                          "(CONTAINER_MCP_ALLOWED_CONTAINERS) names it for a container the operator "
+                                          "opens to dexec, dpatch and dinspect; choose another name",
+                                          name);
         if (b->ops->list(b, true, &all, &n, err) < 0)
                 return -1;
         for (size_t i = 0; i < n; i++) {

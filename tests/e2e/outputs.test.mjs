@@ -58,6 +58,10 @@ const cases = [
   { name: 'container_stats', args: (ctx) => ({ container: ctx.id }) },
   { name: 'inspect_container', args: (ctx) => ({ container: ctx.id }), expect: (r, ctx) => assert.equal(r.id, ctx.id) },
   {
+    name: 'dinspect', shape: 'running', args: (ctx) => ({ container: ctx.id }),
+    expect: (r, ctx) => assert.deepEqual([r.id, r.source, r.privileged], [ctx.id, 'kernel', false]),
+  },
+  {
     name: 'copy_files', shape: 'to_container',
     args: (ctx) => ({ container: ctx.id, direction: 'to_container', source: path.join(allowed, 'in.txt'), destination: '/workspace' }),
     expect: (r) => assert.equal(r.files, 1),
@@ -118,6 +122,10 @@ const cases = [
     expect: (r) => assert.deepEqual([r.success, r.path], [true, '/workspace/g.txt']),
   },
   { name: 'stop_container', args: (ctx) => ({ container: ctx.id, timeout: 1 }), expect: (r) => assert.equal(r.stopped, true) },
+  {
+    name: 'dinspect', shape: 'stopped', args: (ctx) => ({ container: ctx.id }),
+    expect: (r, ctx) => assert.deepEqual([r.id, r.source], [ctx.id, 'record']),
+  },
   { name: 'remove_container', args: (ctx) => ({ container: ctx.id, force: true }), expect: (r) => assert.equal(r.removed, true) },
   {
     name: 'remove_container', shape: 'running',

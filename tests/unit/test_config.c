@@ -28,7 +28,8 @@ static int setup(void **state) {
                                            "CONTAINER_MCP_MAX_CPUS", "CONTAINER_MCP_SHARE_CONTAINERS",
                                            "CONTAINER_MCP_SHARED_CONTAINERS", "CONTAINER_MCP_SANDBOX_IMAGE",
                                            "CONTAINER_MCP_SANDBOX_TTL", "CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT",
-                                           "CONTAINER_MCP_COMMAND_TIMEOUT_MAX", "CONTAINER_MCP_PYTHON_MEMORY"};
+                                           "CONTAINER_MCP_COMMAND_TIMEOUT_MAX", "CONTAINER_MCP_PYTHON_MEMORY",
+                                           "CONTAINER_MCP_ALLOWED_CONTAINERS"};
         for (size_t i = 0; i < ARRAY_SIZE(vars); i++)
                 (void)unsetenv(vars[i]);
         cleanup_free char *st = xasprintf("%s/state", tmp);
@@ -167,6 +168,36 @@ static void test_sharing(void **state) {
         assert_true(cm_config_load(&c, NULL, &err) < 0);
         assert_non_null(strstr(err.msg, "CONTAINER_MCP_SHARE_CONTAINERS"));
         cm_config_free(&c);
+        (void)state;
+}
+
+/* The codex tools' allowlist (issue 11): ids and names, comma- or
+ * space-separated; an entry that cannot name a container (a flag, a path,
+ * a shell word) stops the server, naming the variable. */
+static void test_allowed_containers(void **state) {
+        static const char *const bad[] = {"-x", "--privileged", "../x", "a b;c", "/etc", "web$(id)", ".hidden"};
+        cm_config c;
+        cm_err err = CM_ERR_INIT;
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_null(c.allowed_containers[0]);
+        cm_config_free(&c);
+        (void)setenv("CONTAINER_MCP_ALLOWED_CONTAINERS", "simjoin, 3f2a9c0d11e4,,my_db.1-a", 1);
+        assert_int_equal(cm_config_load(&c, NULL, &err), 0);
+        assert_string_equal(c.allowed_containers[0], "simjoin");
+        assert_string_equal(c.allowed_containers[1], "3f2a9c0d11e4");
+        assert_string_equal(c.allowed_containers[2], "my_db.1-a");
+        assert_null(c.allowed_containers[3]);
+        cm_config_free(&c);
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                cleanup_free char *v = xasprintf("ok,%s", bad[i]);
+                (void)setenv("CONTAINER_MCP_ALLOWED_CONTAINERS", v, 1);
+                err = (cm_err)CM_ERR_INIT;
+                assert_true(cm_config_load(&c, NULL, &err) < 0);
+                assert_non_null(strstr(err.msg, "CONTAINER_MCP_ALLOWED_CONTAINERS"));
+                cm_config_free(&c);
+                assert_false(cm_config_container_ref_ok(bad[i]));
+        }
+        (void)unsetenv("CONTAINER_MCP_ALLOWED_CONTAINERS");
         (void)state;
 }
 
@@ -410,6 +441,7 @@ int main(void) {
                 cmocka_unit_test(test_format_size),
                 cmocka_unit_test_setup(test_ceilings, setup),
                 cmocka_unit_test_setup(test_sharing, setup),
+                cmocka_unit_test_setup(test_allowed_containers, setup),
                 cmocka_unit_test_setup(test_defaults, setup),
                 cmocka_unit_test_setup(test_launch_dir_home_or_root_not_allowed, setup),
                 cmocka_unit_test_setup(test_env_and_errors, setup),

@@ -266,6 +266,11 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
                 l->st.labels[i].value = xstrdup(spec->labels[i].value);
         }
         l->st.n_labels = spec->n_labels;
+        l->st.mounts = xcalloc(spec->n_mounts + 1, sizeof *l->st.mounts);
+        for (size_t i = 0; i < spec->n_mounts; i++)
+                l->st.mounts[i] = (struct nmount){xstrdup(spec->mounts[i].source), xstrdup(spec->mounts[i].target),
+                                                  spec->mounts[i].readonly};
+        l->st.n_mounts = spec->n_mounts;
         l->envp = make_env(spec, l->st.name);
         l->st.env = native_env_merge(l->envp, NULL, 0);
 

@@ -574,6 +574,14 @@ typedef struct nstate {
         char *workdir;
         cm_kv *labels;
         size_t n_labels;
+        /* The policy mounts run_container asked for (dinspect reports them,
+         * each with what the kernel says of ro/rw). */
+        struct nmount {
+                char *source;
+                char *target;
+                bool readonly;
+        } *mounts;
+        size_t n_mounts;
         /* derived on load */
         char state[16]; /* created | running | exited | dead */
         int exit_code;
@@ -603,6 +611,8 @@ int native_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const c
 int native_list(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err);
 int native_find(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);
 int native_inspect(cm_backend *b, const char *id, char **ret_json, cm_err *err);
+/* isolation.c: dinspect's view, from the kernel for a running sandbox. */
+int native_isolation(cm_backend *b, const char *id, char **ret_json, cm_err *err);
 int native_logs(cm_backend *b, const char *id, size_t tail, int64_t since_ms, char **ret, size_t *ret_len,
                 cm_err *err);
 int native_stats(cm_backend *b, const char *id, cm_stats *ret, cm_err *err);

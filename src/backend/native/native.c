@@ -405,6 +405,7 @@ static const cm_backend_ops native_ops = {
         .list = native_list,
         .find = native_find,
         .inspect = native_inspect,
+        .isolation = native_isolation,
         .logs = native_logs,
         .stats = native_stats,
         .stop = native_stop,

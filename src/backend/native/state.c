@@ -141,8 +141,29 @@ static void net_parse(const json_t *j, net_info *n) {
         }
 }
 
+static json_t *mounts_json(const nstate *s) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < s->n_mounts; i++)
+                (void)json_array_append_new(a, json_pack("{s:s, s:s, s:b}", "source", s->mounts[i].source, "target",
+                                                         s->mounts[i].target, "readonly", s->mounts[i].readonly));
+        return a;
+}
+
+static void mounts_parse(const json_t *a, nstate *s) {
+        const json_t *m;
+        size_t i;
+        s->mounts = xcalloc(json_array_size(a) + 1, sizeof *s->mounts);
+        json_array_foreach(a, i, m) {
+                if (!cm_json_str(m, "source") || !cm_json_str(m, "target"))
+                        continue;
+                s->mounts[s->n_mounts++] = (struct nmount){xstrdup(cm_json_str(m, "source")),
+                                                           xstrdup(cm_json_str(m, "target")),
+                                                           json_is_true(json_object_get(m, "readonly"))};
+        }
+}
+
 static json_t *record_json(const nstate *s) {
-        json_t *cg = json_object(), *dirs = json_object(), *labels = json_object();
+        json_t *cg = json_object(), *dirs = json_object(), *labels = json_object(), *j;
         for (int c = 0; c < CG__N; c++)
                 if (s->cg.dir[c])
                         (void)json_object_set_new(dirs, cg_ctrl_name(c), json_string(s->cg.dir[c]));
@@ -150,7 +171,7 @@ static json_t *record_json(const nstate *s) {
         (void)json_object_set_new(cg, "dirs", dirs);
         for (size_t i = 0; i < s->n_labels; i++)
                 (void)json_object_set_new(labels, s->labels[i].key, json_string(s->labels[i].value));
-        return json_pack("{s:s, s:s, s:s, s:I, s:{s:i, s:I}, s:{s:i, s:I}, s:b, s:b, s:b, s:b, s:o, "
+        j = json_pack("{s:s, s:s, s:s, s:I, s:{s:i, s:I}, s:{s:i, s:I}, s:b, s:b, s:b, s:b, s:o, "
                          "s:{s:I, s:f, s:I, s:I}, s:o, s:o, s:s, s:o, s:o, s:o}",
                          "id", s->id, "name", s->name, "image", s->image, "created_at", (json_int_t)s->created_at,
                          "server", "pid", (int)s->server_pid, "start", (json_int_t)s->server_start, "init", "pid",
@@ -161,6 +182,9 @@ static json_t *record_json(const nstate *s) {
                          strv_json(s->argv), "env", strv_json(s->env), "workdir",
                          s->workdir ? s->workdir : NATIVE_WORKDIR, "labels", labels, "net", net_json(&s->net),
                          "ports", ports_json(&s->net));
+        if (j)
+                (void)json_object_set_new(j, "mounts", mounts_json(s));
+        return j;
 }
 
 static int record_parse(const json_t *j, nstate *s) {
@@ -194,6 +218,7 @@ static int record_parse(const json_t *j, nstate *s) {
         s->limits.cpus = json_number_value(json_object_get(lim, "cpus"));
         s->limits.pids = json_integer_value(json_object_get(lim, "pids"));
         s->tmpfs_bytes = json_integer_value(json_object_get(lim, "tmpfs_bytes"));
+        mounts_parse(json_object_get(j, "mounts"), s);
         s->argv = json_strv(json_object_get(j, "argv"));
         s->env = json_strv(json_object_get(j, "env"));
         s->labels = xcalloc(json_object_size(labels) + 1, sizeof *s->labels);
@@ -218,6 +243,11 @@ void state_free(nstate *s) {
                 free((char *)s->labels[i].value);
         }
         free(s->labels);
+        for (size_t i = 0; i < s->n_mounts; i++) {
+                free(s->mounts[i].source);
+                free(s->mounts[i].target);
+        }
+        free(s->mounts);
         *s = (nstate){0};
 }
 
