@@ -58,10 +58,11 @@ static int boundaries_strict(const linevec *lines, size_t from, size_t to, cm_er
  * accepts because models write apply_patch calls that way.  *from, *to:
  * the lines between the markers. */
 static int boundaries(const linevec *lines, size_t *from, size_t *to, cm_err *err) {
+        cm_err strict = CM_ERR_INIT; /* err stays untouched on success */
         cm_patch_line first, last;
         if (lines->n == 0)
                 return cm_err_set(err, EINVAL, "the patch is empty; send '" BEGIN "', the changes, '" END "'");
-        if (boundaries_strict(lines, 0, lines->n, err) == 0) {
+        if (boundaries_strict(lines, 0, lines->n, &strict) == 0) {
                 *from = 1;
                 *to = lines->n - 1;
                 return 0;
@@ -76,7 +77,8 @@ static int boundaries(const linevec *lines, size_t *from, size_t *to, cm_err *er
                 *to = lines->n - 2;
                 return 0;
         }
-        return -1; /* err holds the strict reading's reason */
+        *err = strict; /* the strict reading's reason */
+        return -1;
 }
 
 static int bad_path(parser *ps, const char *path, const char *why) {
