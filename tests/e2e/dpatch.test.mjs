@@ -13,12 +13,15 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { REPO, stdioClient, tmpDir } from './lib.mjs';
-import { call, nativeBackend, ok, refused } from './tools.mjs';
+import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 180000 };
 const state = tmpDir('cmcp-dpatch-state-');
+const nobodyState = tmpDir('cmcp-dpatch-nobody-');
+fs.chownSync(nobodyState, 65534, 65534);
 const ENV = { CONTAINER_MCP_STATE_DIR: state };
-const open = (env = {}) => stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
+const NOBODY = { CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent' };
+const open = (env = {}, wrap = []) => stdioClient({ args: ['serve'], env: { ...ENV, ...env }, wrap });
 const CORPUS = path.join(REPO, 'tests', 'patch', 'corpus');
 
 // A host directory anyone may write: what a path escaping the container
@@ -34,15 +37,15 @@ before(async () => {
   nativeReason = (await nativeBackend(open)).reason;
 });
 after(() => {
-  for (const d of [state, hostDir]) fs.rmSync(d, { recursive: true, force: true });
+  for (const d of [state, nobodyState, hostDir]) fs.rmSync(d, { recursive: true, force: true });
 });
 
 // A server and a running container (named); fn(s, c, sh) with sh(script)
 // the stdout of a shell line run in the container.
 let named = 0;
-async function withContainer(t, fn, env = {}) {
+async function withContainer(t, fn, env = {}, wrap = []) {
   if (nativeReason) return t.skip(nativeReason);
-  const s = await open(env);
+  const s = await open(env, wrap);
   try {
     const name = `dpatch-${process.pid}-${++named}`;
     const c = ok(await call(s, 'run_container', { image: 'host', name, command: ['sleep', '3600'] }));
@@ -109,24 +112,46 @@ const FAIL = ['failing-hunk-among-good', 'eof-anchor-not-at-end', 'missing-end',
   'path-traversal', 'update-missing-file', 'move-onto-directory'];
 
 describe('dpatch', () => {
-  test('the corpus, applied in a container: every file byte for byte, and failing patches change nothing', T, (t) =>
-    withContainer(t, async (s, c, sh) => {
-      for (const name of [...APPLY, ...FAIL]) {
-        const k = loadCase(name);
-        await sh('rm -rf /w && mkdir /w');
-        for (const [p, bytes] of k.input) await write(s, c.id, p, bytes);
-        const before = await listing(sh);
-        const r = await call(s, 'dpatch', { container: c.name, patch: k.patch });
-        if (k.error) {
-          refused(r, ...k.error.map((l) => new RegExp(l.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))));
-          assert.equal(await listing(sh), before, `${name}: a refused patch changed a file (size, mode or mtime)`);
-          await expectTree(s, c.id, sh, k.input, name);
-        } else {
-          const res = ok(r);
-          assert.equal(res.container, c.id);
-          await expectTree(s, c.id, sh, k.output, name);
-        }
+  // The server as root (acting as the sandbox's root on the host) and as
+  // nobody (rootless).
+  for (const [who, wrap, env] of [['a root server', [], {}], ['a server run as nobody', AS_NOBODY, NOBODY]]) {
+    test(`${who}: the corpus, applied in a container: every file byte for byte, and failing patches change nothing`, T, async (t) => {
+      if (wrap.length) {
+        if (process.getuid() !== 0) return t.skip('running the server as nobody needs root');
+        const { reason } = await nativeBackend(() => open(env, wrap));
+        if (reason) return t.skip(`as nobody: ${reason}`);
       }
+      return withContainer(t, async (s, c, sh) => {
+        for (const name of [...APPLY, ...FAIL]) {
+          const k = loadCase(name);
+          await sh('rm -rf /w && mkdir /w');
+          for (const [p, bytes] of k.input) await write(s, c.id, p, bytes);
+          const before = await listing(sh);
+          const r = await call(s, 'dpatch', { container: c.name, patch: k.patch });
+          if (k.error) {
+            refused(r, ...k.error.map((l) => new RegExp(l.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))));
+            assert.equal(await listing(sh), before, `${name}: a refused patch changed a file (size, mode or mtime)`);
+            await expectTree(s, c.id, sh, k.input, name);
+          } else {
+            const res = ok(r);
+            assert.equal(res.container, c.id);
+            await expectTree(s, c.id, sh, k.output, name);
+          }
+        }
+      }, env, wrap);
+    });
+  }
+
+  test('a write that fails after others: the error says what was already changed and what was not', T, (t) =>
+    withContainer(t, async (s, c, sh) => {
+      // A directory the sandbox's root may not write as the server acts
+      // (no DAC override): the plan cannot see that, the write fails.
+      await sh('mkdir -p /w/ro && printf "a\\n" > /w/a.txt && printf "b\\n" > /w/b.txt && chmod 555 /w/ro');
+      const patch = '*** Begin Patch\n*** Update File: /w/a.txt\n@@\n-a\n+A\n*** Add File: /w/ro/x.txt\n+x\n'
+        + '*** Delete File: /w/b.txt\n*** End Patch\n';
+      refused(await call(s, 'dpatch', { container: c.id, patch }), /changing \/w\/ro\/x\.txt failed/,
+        /no rollback across files: already changed: updated \/w\/a\.txt \(1 hunk\); not changed: \/w\/b\.txt/);
+      assert.equal(await sh('cat /w/a.txt /w/b.txt; ls /w/ro'), 'A\nb\n');
     }));
 
   test('the result lists each file with what happened', T, (t) =>
