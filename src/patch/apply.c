@@ -160,12 +160,20 @@ static int not_found(const cm_patch_file *f, size_t j, cm_seek_file *sf, const c
 
 /* ---- the replacements ---------------------------------------------------- */
 
+static int too_much_work(const cm_patch_file *f, size_t j, cm_err *err) {
+        return cm_err_set(err, E2BIG,
+                          "%.200s: hunk %zu of %zu: finding the hunks took too many line comparisons; no file was "
+                          "changed. Split the patch, or give hunks lines that match the file exactly",
+                          f->path, j + 1, f->n_chunks);
+}
+
 static int plan_chunk(const cm_patch_file *f, size_t j, cm_seek_file *sf, size_t *line, repl *ret, cm_err *err) {
         const cm_patch_chunk *c = &f->chunks[j];
         size_t at, m = c->n_old, nn = c->n_new;
         if (c->has_context) {
                 if (!cm_seek(sf, &c->context, 1, *line, false, &at))
-                        return not_found(f, j, sf, &c->context, 1, *line, true, err);
+                        return sf->exhausted ? too_much_work(f, j, err)
+                                             : not_found(f, j, sf, &c->context, 1, *line, true, err);
                 *line = at + 1;
         }
         if (m == 0) {
@@ -184,7 +192,8 @@ static int plan_chunk(const cm_patch_file *f, size_t j, cm_seek_file *sf, size_t
                         nn -= nn && c->new_lines[nn - 1].n == 0;
                 }
                 if (!retry || !cm_seek(sf, c->old_lines, m, *line, c->eof, &at))
-                        return not_found(f, j, sf, c->old_lines, c->n_old, *line, false, err);
+                        return sf->exhausted ? too_much_work(f, j, err)
+                                             : not_found(f, j, sf, c->old_lines, c->n_old, *line, false, err);
         }
         *ret = (repl){at, m, c->new_lines, c->new_ctx, nn, j};
         *line = at + m;
@@ -236,14 +245,15 @@ static void build(const text *t, const repl *r, size_t nr, char **ret, size_t *r
         (void)fclose(o);
 }
 
-int cm_patch_apply(const cm_patch_file *f, const char *data, size_t len, char **ret, size_t *ret_len, cm_err *err) {
+int cm_patch_apply(const cm_patch_file *f, const char *data, size_t len, uint64_t budget, char **ret, size_t *ret_len,
+                   cm_err *err) {
         text t = {0};
         cm_seek_file sf;
         cleanup_free repl *r = xcalloc(f->n_chunks ? f->n_chunks : 1, sizeof *r);
         size_t line = 0;
         int rc = 0;
         split_text(data, len, &t);
-        cm_seek_index(&sf, t.l.v, t.l.n);
+        cm_seek_index(&sf, t.l.v, t.l.n, budget ? budget : CM_PATCH_BUDGET);
         for (size_t j = 0; rc == 0 && j < f->n_chunks; j++)
                 rc = plan_chunk(f, j, &sf, &line, &r[j], err);
         if (rc == 0) {

@@ -240,6 +240,11 @@ static int parse_hunk(parser *ps) {
                 cm_patch_file *f;
                 if (!line_starts(h, kinds[k].marker))
                         continue;
+                if (ps->p->n_files == CM_PATCH_MAX_FILES)
+                        return cm_err_set(ps->err, E2BIG,
+                                          "line %zu: the patch names more than %d files; split it into smaller "
+                                          "patches",
+                                          ps->i + 1, CM_PATCH_MAX_FILES);
                 f = new_file(ps, kinds[k].kind);
                 if (parse_path(ps, (cm_patch_line){h.p + m, h.n - m}, &f->path) < 0)
                         return -1;

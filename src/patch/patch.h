@@ -72,6 +72,10 @@ typedef struct cm_patch {
         size_t n_files;
 } cm_patch;
 
+/* Files one patch may name: the plan looks paths up in a list, and Codex
+ * patches name a handful. */
+#define CM_PATCH_MAX_FILES 10000
+
 /* Parse `len` bytes.  An invalid patch fails (EINVAL) with the line and
  * what to write instead; *ret is untouched then. */
 int cm_patch_parse(const char *text, size_t len, cm_patch *ret, cm_err *err);
@@ -82,8 +86,15 @@ void cm_patch_clear(cm_patch *p);
  * back with CRLF; a file without a final newline stays without one.  A
  * hunk that does not apply fails (ENOENT) with the file, the hunk (its line
  * in the patch, "@@" context, first lines) and the closest lines found in
- * the file (where, and what). */
-int cm_patch_apply(const cm_patch_file *f, const char *data, size_t len, char **ret, size_t *ret_len, cm_err *err);
+ * the file (where, and what).  `budget`: 0 for CM_PATCH_BUDGET. */
+int cm_patch_apply(const cm_patch_file *f, const char *data, size_t len, uint64_t budget, char **ret, size_t *ret_len,
+                   cm_err *err);
+
+/* Lines a file's searches may step over in all (cm_patch_apply's budget),
+ * so a patch of many hunks that each fall back to the lenient passes (each
+ * such pass scans to the file's end) cannot hold a server thread for long:
+ * about a second.  More fails with E2BIG. */
+#define CM_PATCH_BUDGET (512u << 20)
 
 /* ---- the plan: every file's outcome, worked out before any write ---- */
 
@@ -111,6 +122,8 @@ typedef struct cm_patch_io {
         int (*read)(void *ctx, const char *path, bool want_data, char **ret, size_t *ret_len, cm_err *err);
         uint64_t max_bytes;   /* the largest file the plan may produce */
         const char *max_name; /* the setting behind max_bytes, for messages */
+        uint64_t max_total;   /* the bytes of files read and made in all */
+        uint64_t budget;      /* lines each file's searches may step over (0: CM_PATCH_BUDGET) */
 } cm_patch_io;
 
 /* Every file the patch names, read once, every hunk applied in memory, in

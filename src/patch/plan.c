@@ -28,7 +28,19 @@ typedef struct vfs {
         const cm_patch_io *io;
         cm_patch_op *ops;
         size_t n_ops;
+        uint64_t held; /* bytes read and made so far */
 } vfs;
+
+/* Count `len` more bytes held by the plan, within io->max_total. */
+static int hold(vfs *fs, const char *path, size_t len, cm_err *err) {
+        fs->held += len;
+        if (fs->held <= fs->io->max_total)
+                return 0;
+        return cm_err_set(err, E2BIG,
+                          "the patch needs more than %llu bytes of files in memory (at %.200s); no file was "
+                          "changed. Split it into smaller patches",
+                          (unsigned long long)fs->io->max_total, path);
+}
 
 static vfile *vfs_find(vfs *fs, const char *path) {
         for (size_t i = 0; i < fs->n; i++)
@@ -56,6 +68,10 @@ static vfile *vfs_get(vfs *fs, const char *path, bool want_data, cm_err *err) {
         if (r < 0)
                 return NULL;
         f->state = V_FILE;
+        if (want_data && hold(fs, path, len, err) < 0) {
+                free(data);
+                return NULL;
+        }
         if (want_data) {
                 f->data = data;
                 f->len = len;
@@ -122,7 +138,7 @@ static int plan_add(vfs *fs, const cm_patch_file *p, cm_err *err) {
                 fputc('\n', o);
         }
         (void)fclose(o);
-        if (too_big(fs, p->path, len, err) < 0) {
+        if (too_big(fs, p->path, len, err) < 0 || hold(fs, p->path, len, err) < 0) {
                 free(data);
                 return -1;
         }
@@ -161,9 +177,9 @@ static int plan_update(vfs *fs, const cm_patch_file *p, cm_err *err) {
                                   "Update File: %.200s: no such file (line %zu of the patch); create it with "
                                   "'*** Add File:'; no file was changed",
                                   p->path, p->line);
-        if (cm_patch_apply(p, f->data, f->len, &data, &len, err) < 0)
+        if (cm_patch_apply(p, f->data, f->len, fs->io->budget, &data, &len, err) < 0)
                 return -1;
-        if (too_big(fs, p->move_to ? p->move_to : p->path, len, err) < 0) {
+        if (too_big(fs, p->move_to ? p->move_to : p->path, len, err) < 0 || hold(fs, p->path, len, err) < 0) {
                 free(data);
                 return -1;
         }

@@ -138,8 +138,8 @@ bool cm_seek_line_eq(cm_seek_pass pass, cm_patch_line a, cm_patch_line b) {
         }
 }
 
-void cm_seek_index(cm_seek_file *f, const cm_patch_line *lines, size_t n) {
-        *f = (cm_seek_file){.lines = lines, .n = n};
+void cm_seek_index(cm_seek_file *f, const cm_patch_line *lines, size_t n, uint64_t budget) {
+        *f = (cm_seek_file){.lines = lines, .n = n, .budget = budget};
 }
 
 const uint64_t *cm_seek_hashes(cm_seek_file *f, cm_seek_pass pass) {
@@ -165,7 +165,7 @@ static bool match_at(cm_seek_pass pass, const cm_seek_file *f, const cm_patch_li
 
 /* The first i >= start where the pattern's hashes occur in the file's
  * and the lines really match (KMP over the hashes). */
-static bool kmp(cm_seek_pass pass, const cm_seek_file *f, const uint64_t *fh, const cm_patch_line *pat,
+static bool kmp(cm_seek_pass pass, cm_seek_file *f, const uint64_t *fh, const cm_patch_line *pat,
                 const uint64_t *ph, size_t m, size_t start, size_t *ret) {
         cleanup_free size_t *fail = xmalloc(m * sizeof *fail);
         size_t k = 0;
@@ -178,6 +178,11 @@ static bool kmp(cm_seek_pass pass, const cm_seek_file *f, const uint64_t *fh, co
         }
         k = 0;
         for (size_t i = start; i < f->n; i++) {
+                if (f->budget-- == 0) {
+                        f->budget = 0;
+                        f->exhausted = true;
+                        return false;
+                }
                 while (k && fh[i] != ph[k])
                         k = fail[k - 1];
                 if (fh[i] == ph[k])
@@ -218,6 +223,8 @@ bool cm_seek(cm_seek_file *f, const cm_patch_line *pat, size_t m, size_t start, 
                         ph[k] = cm_seek_hash(pass, pat[k]);
                 if (kmp(pass, f, cm_seek_hashes(f, pass), pat, ph, m, start, ret))
                         return true;
+                if (f->exhausted)
+                        return false;
         }
         return false;
 }

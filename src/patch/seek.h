@@ -21,9 +21,11 @@ typedef struct cm_seek_file {
         const cm_patch_line *lines;
         size_t n;
         uint64_t *hash[CM_SEEK_PASSES];
+        uint64_t budget; /* lines the searches may still step over */
+        bool exhausted;  /* a search stopped because the budget ran out */
 } cm_seek_file;
 
-void cm_seek_index(cm_seek_file *f, const cm_patch_line *lines, size_t n);
+void cm_seek_index(cm_seek_file *f, const cm_patch_line *lines, size_t n, uint64_t budget);
 void cm_seek_free(cm_seek_file *f);
 
 /* The hashes of the file's lines under `pass`, made on first use. */

@@ -160,7 +160,9 @@ static void result(const char *id, const cm_patch_op *ops, size_t n, json_t **re
 
 /* Plan and carry out, with the container's patch lock held. */
 static int apply_locked(const target *t, const cm_patch *p, json_t **ret, char **ret_text, cm_err *err) {
-        cm_patch_io io = {(void *)t, read_file, t->max, MAX_NAME};
+        /* What one patch may hold: 8 files of the largest size, at least
+         * 256 MiB (reads and results). */
+        cm_patch_io io = {(void *)t, read_file, t->max, MAX_NAME, t->max > (32u << 20) ? 8 * t->max : 256u << 20, 0};
         cm_patch_op *ops = NULL;
         size_t n = 0, i;
         bool src_written = false;

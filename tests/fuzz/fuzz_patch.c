@@ -62,7 +62,7 @@ static void same_ops(const cm_patch_op *a, size_t na, const cm_patch_op *b, size
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *nul = memchr(data, 0, size), *text = (const char *)data;
         one_file file = {"", 0};
-        cm_patch_io io = {&file, read_one, CAP, "FUZZ_CAP"};
+        cm_patch_io io = {&file, read_one, CAP, "FUZZ_CAP", 4 * CAP, 1u << 20};
         cm_err err = {12345, "untouched"}, err2 = {12345, "untouched"};
         cm_patch_op *ops = NULL, *ops2 = NULL;
         size_t n = 0, n2 = 0, len = size;

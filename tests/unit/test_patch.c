@@ -168,19 +168,27 @@ static void carry_out(mfs *fs, const cm_patch_op *ops, size_t n) {
 }
 
 /* parse + plan, as dpatch runs them. */
-static int run_patch(const char *text, size_t len, mfs *fs, uint64_t max, cm_patch_op **ops, size_t *n,
-                     cm_err *err) {
+static int run_patch_io(const char *text, size_t len, mfs *fs, const cm_patch_io *io_in, cm_patch_op **ops, size_t *n,
+                        cm_err *err) {
         cm_patch p;
-        cm_patch_io io = {fs, mfs_read, max, "TEST_MAX"};
+        cm_patch_io io = *io_in;
         int r;
         if (cm_patch_parse(text, len, &p, err) < 0)
                 return -1;
+        io.ctx = fs;
         r = cm_patch_plan(&p, &io, ops, n, err);
         if (r == 0)
                 carry_out(fs, *ops, *n);
-        cm_patch_ops_free(*ops, r == 0 ? *n : 0);
+        if (r == 0) /* a failed plan hands back nothing */
+                cm_patch_ops_free(steal_pointer(ops), *n);
         cm_patch_clear(&p);
         return r;
+}
+
+static int run_patch(const char *text, size_t len, mfs *fs, uint64_t max, cm_patch_op **ops, size_t *n,
+                     cm_err *err) {
+        cm_patch_io io = {fs, mfs_read, max, "TEST_MAX", 64 << 20, 0};
+        return run_patch_io(text, len, fs, &io, ops, n, err);
 }
 
 static void check_error(const char *name, const char *dir, const cm_err *err) {
@@ -279,6 +287,60 @@ static void test_nul(void **state) {
         mfs_clear(&fs);
 }
 
+/* The ceilings: matching work per file, files per patch, bytes a plan
+ * holds.  Each refusal changes nothing; under the ceiling the same patch
+ * applies. */
+static void test_limits(void **state) {
+        cleanup_free char *many = NULL, *files = NULL, *text = NULL;
+        size_t len = 0, n = 0;
+        FILE *o;
+        mfs fs = {0};
+        cm_err err = CM_ERR_INIT;
+        cm_patch_op *ops = NULL;
+        cm_patch_io io = {&fs, mfs_read, 1 << 20, "TEST_MAX", 64 << 20, 10000};
+        cm_patch p;
+        (void)state;
+        /* 1000 lines "a"; 20 hunks that each need the third pass (surrounding
+         * whitespace), so each scans the rest of the file twice first. */
+        o = open_memstream(&text, &len);
+        for (int i = 0; i < 1000; i++)
+                fputs("a\n", o);
+        (void)fclose(o);
+        o = open_memstream(&many, &len);
+        fputs("*** Begin Patch\n*** Update File: /w/a\n", o);
+        for (int i = 0; i < 20; i++)
+                fputs("@@\n-  a\n+b\n", o);
+        fputs("*** End Patch\n", o);
+        (void)fclose(o);
+        mfs_set(&fs, "/w/a", text, 2000);
+        assert_int_equal(run_patch_io(many, len, &fs, &io, &ops, &n, &err), -1);
+        assert_int_equal(err.code, E2BIG);
+        assert_non_null(strstr(err.msg, "too many line comparisons"));
+        assert_memory_equal(mfs_find(&fs, "/w/a")->data, text, 2000);
+        io.budget = 0; /* the default: plenty for this */
+        assert_int_equal(run_patch_io(many, len, &fs, &io, &ops, &n, &err), 0);
+        assert_int_equal(mfs_find(&fs, "/w/a")->len, 2000);
+        assert_memory_equal(mfs_find(&fs, "/w/a")->data, "b\nb\n", 4);
+        assert_memory_equal(mfs_find(&fs, "/w/a")->data + 38, "b\na\n", 4);
+
+        /* Bytes held: the file read (2000) and made (2000). */
+        io.max_total = 3999;
+        assert_int_equal(run_patch_io(many, len, &fs, &io, &ops, &n, &err), -1);
+        assert_int_equal(err.code, E2BIG);
+        assert_non_null(strstr(err.msg, "more than 3999 bytes of files in memory"));
+
+        o = open_memstream(&files, &len);
+        fputs("*** Begin Patch\n", o);
+        for (int i = 0; i <= CM_PATCH_MAX_FILES; i++)
+                fprintf(o, "*** Delete File: /w/%d\n", i);
+        fputs("*** End Patch\n", o);
+        (void)fclose(o);
+        assert_int_equal(cm_patch_parse(files, len, &p, &err), -1);
+        assert_int_equal(err.code, E2BIG);
+        assert_non_null(strstr(err.msg, "more than 10000 files"));
+        mfs_clear(&fs);
+}
+
 static int by_name(const void *a, const void *b) {
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -306,12 +368,13 @@ int main(int argc, char **argv) {
                 }
         (void)closedir(d);
         qsort(names, n, sizeof *names, by_name);
-        tests = xcalloc(n + 3, sizeof *tests);
+        tests = xcalloc(n + 4, sizeof *tests);
         for (i = 0; i < n; i++)
                 tests[i] = (struct CMUnitTest){.name = names[i], .test_func = run_case, .initial_state = names[i]};
         tests[i++] = (struct CMUnitTest)cmocka_unit_test(test_cap);
         tests[i++] = (struct CMUnitTest)cmocka_unit_test(test_reads_once);
         tests[i++] = (struct CMUnitTest)cmocka_unit_test(test_nul);
+        tests[i++] = (struct CMUnitTest)cmocka_unit_test(test_limits);
         r = tap_run(tests, i, NULL, NULL);
         for (i = 0; i < n; i++)
                 free(names[i]);
