@@ -92,8 +92,7 @@ static bool closest(cm_seek_file *f, const cm_patch_line *pat, size_t m, size_t 
                         continue; /* blank lines are everywhere */
                 h = cm_seek_hash(CM_SEEK_TRIM, pat[k]);
                 for (size_t i = 0; i < f->n; i++)
-                        if (fh[i] == h &&
-                            cm_seek_line_eq(CM_SEEK_TRIM, f->lines[i], pat[k]))
+                        if (fh[i] == h && cm_seek_line_eq(CM_SEEK_TRIM, f->lines[i], pat[k]))
                                 score[i + km - k]++;
         }
         for (size_t s = 0; s < f->n + km; s++) {
@@ -138,7 +137,9 @@ static int not_found(const cm_patch_file *f, size_t j, cm_seek_file *sf, const c
                 fprintf(o, ") does not apply: its '@@' line was not found%s:", from ? " after the previous hunk" : "");
         else
                 fprintf(o, ") does not apply: these lines were not found%s:",
-                        c->eof ? " at the end of the file" : from ? " after the previous hunk" : "");
+                        c->eof ? " at the end of the file"
+                        : from ? " after the previous hunk"
+                               : "");
         quote_lines(o, pat, m, 0);
         if (closest(sf, pat, m, from, &at, &score)) {
                 size_t show = m < sf->n - at ? m : sf->n - at;

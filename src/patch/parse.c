@@ -69,8 +69,8 @@ static int boundaries(const linevec *lines, size_t *from, size_t *to, cm_err *er
         }
         first = lines->v[0];
         last = lines->v[lines->n - 1];
-        if ((line_is(first, "<<EOF") || line_is(first, "<<'EOF'") || line_is(first, "<<\"EOF\"")) &&
-            last.n >= 3 && memcmp(last.p + last.n - 3, "EOF", 3) == 0 && lines->n >= 4) {
+        if ((line_is(first, "<<EOF") || line_is(first, "<<'EOF'") || line_is(first, "<<\"EOF\"")) && last.n >= 3 &&
+            memcmp(last.p + last.n - 3, "EOF", 3) == 0 && lines->n >= 4) {
                 if (boundaries_strict(lines, 1, lines->n - 1, err) < 0)
                         return -1;
                 *from = 2;
@@ -254,8 +254,8 @@ static int parse_hunk(parser *ps) {
                 return f->kind == CM_PATCH_UPDATE ? parse_update(ps, f) : 0;
         }
         return cm_err_set(ps->err, EINVAL,
-                          "line %zu: '%.*s%s' is not a valid file header; each file starts with '" ADD
-                          "PATH', '" DELETE "PATH' or '" UPDATE "PATH'",
+                          "line %zu: '%.*s%s' is not a valid file header; each file starts with '" ADD "PATH', '" DELETE
+                          "PATH' or '" UPDATE "PATH'",
                           ps->i + 1, QUOTE(h));
 }
 

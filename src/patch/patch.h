@@ -42,23 +42,23 @@ typedef struct cm_patch_line {
 /* One "@@" hunk of an update. */
 typedef struct cm_patch_chunk {
         bool has_context;
-        cm_patch_line context; /* the text after "@@ ": a line the hunk follows */
+        cm_patch_line context;    /* the text after "@@ ": a line the hunk follows */
         cm_patch_line *old_lines; /* context and "-" lines: what the file must hold */
         size_t n_old;
         cm_patch_line *new_lines; /* context and "+" lines: what replaces them */
         size_t *new_ctx;          /* per new line: 1 + its index in old_lines for a
                                    * context line, 0 for a "+" line */
         size_t n_new;
-        bool eof;     /* "*** End of File": old_lines end the file */
-        size_t line;  /* the hunk's first line in the patch, from 1 */
+        bool eof;    /* "*** End of File": old_lines end the file */
+        size_t line; /* the hunk's first line in the patch, from 1 */
 } cm_patch_chunk;
 
 typedef enum cm_patch_kind { CM_PATCH_ADD, CM_PATCH_DELETE, CM_PATCH_UPDATE } cm_patch_kind;
 
 typedef struct cm_patch_file {
         cm_patch_kind kind;
-        char *path;    /* absolute, normalised (no "//", ".", "..") */
-        char *move_to; /* update: "*** Move to:", or NULL */
+        char *path;         /* absolute, normalised (no "//", ".", "..") */
+        char *move_to;      /* update: "*** Move to:", or NULL */
         cm_patch_line *add; /* add: the "+" lines, each to end in a newline */
         size_t n_add;
         cm_patch_chunk *chunks; /* update: at least one */
@@ -109,7 +109,7 @@ typedef struct cm_patch_op {
         const char *from; /* moved: the source */
         char *data;       /* added, updated, moved: the new bytes (owned) */
         size_t len;
-        size_t hunks;     /* updated, moved */
+        size_t hunks; /* updated, moved */
 } cm_patch_op;
 
 /* How the plan sees the files.  read: 0 with the bytes (owned by the

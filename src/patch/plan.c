@@ -117,8 +117,9 @@ static int too_big(const vfs *fs, const char *path, size_t len, cm_err *err) {
 }
 
 static int is_dir(const char *header, const char *path, cm_err *err) {
-        return cm_err_set(err, EISDIR, "%s %.200s: that is a directory, and dpatch changes files only; no file was "
-                                       "changed",
+        return cm_err_set(err, EISDIR,
+                          "%s %.200s: that is a directory, and dpatch changes files only; no file was "
+                          "changed",
                           header, path);
 }
 
@@ -194,8 +195,7 @@ static int plan_update(vfs *fs, const cm_patch_file *p, cm_err *err) {
         } else {
                 vfs_set(f, V_FILE, data, len);
         }
-        op = add_op(fs, p->move_to ? CM_PATCH_MOVED : CM_PATCH_UPDATED, p->move_to ? p->move_to : p->path, data,
-                    len);
+        op = add_op(fs, p->move_to ? CM_PATCH_MOVED : CM_PATCH_UPDATED, p->move_to ? p->move_to : p->path, data, len);
         op->from = p->move_to ? p->path : NULL;
         op->hunks = p->n_chunks;
         return 0;

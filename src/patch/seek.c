@@ -114,27 +114,19 @@ static uint64_t hash_norm(cm_patch_line l) {
 
 uint64_t cm_seek_hash(cm_seek_pass pass, cm_patch_line l) {
         switch (pass) {
-        case CM_SEEK_EXACT:
-                return hash_bytes(l);
-        case CM_SEEK_RSTRIP:
-                return hash_bytes(line_rstrip(l));
-        case CM_SEEK_TRIM:
-                return hash_bytes(line_trim(l));
-        default:
-                return hash_norm(l);
+        case CM_SEEK_EXACT: return hash_bytes(l);
+        case CM_SEEK_RSTRIP: return hash_bytes(line_rstrip(l));
+        case CM_SEEK_TRIM: return hash_bytes(line_trim(l));
+        default: return hash_norm(l);
         }
 }
 
 bool cm_seek_line_eq(cm_seek_pass pass, cm_patch_line a, cm_patch_line b) {
         switch (pass) {
-        case CM_SEEK_EXACT:
-                return line_eq(a, b);
-        case CM_SEEK_RSTRIP:
-                return line_eq(line_rstrip(a), line_rstrip(b));
-        case CM_SEEK_TRIM:
-                return line_eq(line_trim(a), line_trim(b));
-        default:
-                return norm_eq(a, b);
+        case CM_SEEK_EXACT: return line_eq(a, b);
+        case CM_SEEK_RSTRIP: return line_eq(line_rstrip(a), line_rstrip(b));
+        case CM_SEEK_TRIM: return line_eq(line_trim(a), line_trim(b));
+        default: return norm_eq(a, b);
         }
 }
 
@@ -165,8 +157,8 @@ static bool match_at(cm_seek_pass pass, const cm_seek_file *f, const cm_patch_li
 
 /* The first i >= start where the pattern's hashes occur in the file's
  * and the lines really match (KMP over the hashes). */
-static bool kmp(cm_seek_pass pass, cm_seek_file *f, const uint64_t *fh, const cm_patch_line *pat,
-                const uint64_t *ph, size_t m, size_t start, size_t *ret) {
+static bool kmp(cm_seek_pass pass, cm_seek_file *f, const uint64_t *fh, const cm_patch_line *pat, const uint64_t *ph,
+                size_t m, size_t start, size_t *ret) {
         cleanup_free size_t *fail = xmalloc(m * sizeof *fail);
         size_t k = 0;
         fail[0] = 0;

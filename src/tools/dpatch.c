@@ -84,12 +84,9 @@ static int move_file(const target *t, const cm_patch_op *op, bool *ret_src_writt
 
 static int carry_out_one(const target *t, const cm_patch_op *op, bool *ret_src_written, cm_err *err) {
         switch (op->action) {
-        case CM_PATCH_DELETED:
-                return t->b->ops->file_delete(t->b, t->id, op->path, err);
-        case CM_PATCH_MOVED:
-                return move_file(t, op, ret_src_written, err);
-        default:
-                return t->b->ops->file_write(t->b, t->id, op->path, op->data, op->len, err);
+        case CM_PATCH_DELETED: return t->b->ops->file_delete(t->b, t->id, op->path, err);
+        case CM_PATCH_MOVED: return move_file(t, op, ret_src_written, err);
+        default: return t->b->ops->file_write(t->b, t->id, op->path, op->data, op->len, err);
         }
 }
 
@@ -108,8 +105,8 @@ static int partial_failure(const cm_patch_op *ops, size_t n, size_t i, bool src_
         FILE *o = open_memstream(&msg, &len);
         if (!o)
                 abort(); /* out of memory, as x* allocators do */
-        fprintf(o, "dpatch: the patch was checked, but changing %s failed: %s. ", ops[i].from ? ops[i].from : ops[i].path,
-                err->msg);
+        fprintf(o, "dpatch: the patch was checked, but changing %s failed: %s. ",
+                ops[i].from ? ops[i].from : ops[i].path, err->msg);
         if (src_written)
                 fprintf(o, "%s now holds its new content but was not moved to %s. ", ops[i].from, ops[i].path);
         fprintf(o, "There is no rollback across files: ");

@@ -132,8 +132,8 @@ static void assert_same_files(mfs *got, mfs *want, const char *name) {
                                  i < want->n ? want->v[i].path : "(none)");
                 if (got->v[i].len != want->v[i].len || memcmp(got->v[i].data, want->v[i].data, got->v[i].len) != 0)
                         fail_msg("%s: %s: got %zu bytes '%.*s', want %zu bytes '%.*s'", name, got->v[i].path,
-                                 got->v[i].len, (int)got->v[i].len, got->v[i].data, want->v[i].len,
-                                 (int)want->v[i].len, want->v[i].data);
+                                 got->v[i].len, (int)got->v[i].len, got->v[i].data, want->v[i].len, (int)want->v[i].len,
+                                 want->v[i].data);
         }
 }
 
@@ -185,8 +185,7 @@ static int run_patch_io(const char *text, size_t len, mfs *fs, const cm_patch_io
         return r;
 }
 
-static int run_patch(const char *text, size_t len, mfs *fs, uint64_t max, cm_patch_op **ops, size_t *n,
-                     cm_err *err) {
+static int run_patch(const char *text, size_t len, mfs *fs, uint64_t max, cm_patch_op **ops, size_t *n, cm_err *err) {
         cm_patch_io io = {fs, mfs_read, max, "TEST_MAX", 64 << 20, 0};
         return run_patch_io(text, len, fs, &io, ops, n, err);
 }
@@ -341,9 +340,7 @@ static void test_limits(void **state) {
         mfs_clear(&fs);
 }
 
-static int by_name(const void *a, const void *b) {
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int main(int argc, char **argv) {
         struct CMUnitTest *tests;
