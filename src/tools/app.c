@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "tools/keylock.h"
 #include "tools/tools.h"
 #include "tools/workbench.h"
 #include "util/cleanup.h"
@@ -22,6 +23,7 @@ int cm_app_open(cm_app *app, cm_config *cfg, cm_err *err) {
         app->backends = xcalloc(app->n_backends, sizeof *app->backends);
         (void)pthread_mutex_init(&app->run_lock, NULL);
         app->workbenches = cm_workbenches_new(app);
+        app->patch_locks = cm_keylocks_new();
         if (getrandom(app->owner_key, sizeof app->owner_key, 0) != (ssize_t)sizeof app->owner_key)
                 return cm_err_sys(err, errno, "cannot draw the key of the session owner label from getrandom");
         if (cfg->backend && !cm_backend_find(cfg->backend))
@@ -49,6 +51,7 @@ void cm_app_close(cm_app *app) {
                 if (app->backends[i])
                         app->backends[i]->ops->free(app->backends[i]);
         free(app->backends);
+        cm_keylocks_free(app->patch_locks);
         (void)pthread_mutex_destroy(&app->run_lock);
         memset(app, 0, sizeof *app);
 }

@@ -28,6 +28,8 @@ typedef struct cm_app {
         unsigned runs_in_flight;
         /* Every session's sandbox (tools/workbench.c). */
         struct cm_workbenches *workbenches;
+        /* dpatch: one patch at a time per container (tools/keylock.c). */
+        struct cm_keylocks *patch_locks;
 } cm_app;
 
 /* A tool's handler.  Its definition (title, description, annotations,
@@ -57,6 +59,7 @@ extern const cm_tool_family cm_tools_status;      /* system_status */
 extern const cm_tool_family cm_tools_diagnostics; /* echo, sleep */
 extern const cm_tool_family cm_tools_sandbox;     /* system_run_command, system_run_python, system_env_var */
 extern const cm_tool_family cm_tools_dinspect;    /* dinspect (toolset codex) */
+extern const cm_tool_family cm_tools_dpatch;      /* dpatch */
 
 /* Every family, NULL-terminated. */
 extern const cm_tool_family *const cm_tool_families[];

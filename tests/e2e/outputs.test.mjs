@@ -118,6 +118,21 @@ const cases = [
     expect: (r) => assert.deepEqual([r.success, r.source, r.destination], [true, '/workspace/sub/f.txt', '/workspace/g.txt']),
   },
   {
+    name: 'dpatch',
+    args: (ctx) => ({
+      container: ctx.id,
+      patch: '*** Begin Patch\n*** Update File: /workspace/g.txt\n*** Move to: /workspace/h.txt\n@@\n-grüße\n+grüß dich\n'
+        + '*** Add File: /workspace/g.txt\n+new\n*** Delete File: /workspace/in.txt\n*** End Patch\n',
+    }),
+    expect: (r, ctx) => assert.deepEqual(r, {
+      success: true, container: ctx.id, files: [
+        { path: '/workspace/h.txt', action: 'moved', from: '/workspace/g.txt', hunks: 1 },
+        { path: '/workspace/g.txt', action: 'added' },
+        { path: '/workspace/in.txt', action: 'deleted' },
+      ],
+    }),
+  },
+  {
     name: 'file_delete', args: (ctx) => ({ container: ctx.id, path: '/workspace/g.txt' }),
     expect: (r) => assert.deepEqual([r.success, r.path], [true, '/workspace/g.txt']),
   },

@@ -73,6 +73,11 @@ describe('read-only mode', () => {
         ['system_run_command', { command: 'true' }],
         ['system_run_python', { container: c.id, code: "open('/m/ran-python', 'w')" }],
         ['system_env_var', {}],
+        ['dpatch', {
+          container: c.id,
+          patch: '*** Begin Patch\n*** Update File: /workspace/inside.txt\n@@\n-inside\n+patched\n'
+            + '*** Add File: /workspace/patched.txt\n+new\n*** End Patch\n',
+        }],
       ];
       for (const [name, args] of attempts) refused(await call(ro, name, args), new RegExp(`^${name} refused`), ...RO_WORDS);
 
@@ -85,7 +90,7 @@ describe('read-only mode', () => {
       const inside = ok(await call(rw, 'exec_in_container', { container: c.id, command: ['ls', '/workspace'] }));
       assert.equal(inside.stdout, 'inside.txt\n', 'copy_files to_container or file_write/file_move wrote into the container');
       const kept = ok(await call(rw, 'exec_in_container', { container: c.id, command: ['cat', '/workspace/inside.txt'] }));
-      assert.equal(kept.stdout, 'inside\n', 'file_write, file_delete or file_move changed inside.txt');
+      assert.equal(kept.stdout, 'inside\n', 'file_write, file_delete, file_move or dpatch changed inside.txt');
       // and the file tools that only read work on the read-only server
       assert.equal(ok(await call(ro, 'file_read', { container: c.id, path: 'inside.txt' })).content, 'inside\n');
       assert.deepEqual(ok(await call(ro, 'file_list', { container: c.id })).entries.map((e) => e.name), ['inside.txt']);

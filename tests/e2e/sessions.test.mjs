@@ -59,8 +59,8 @@ function alive(pid) {
   }
 }
 
-// Every tool of the containers family that takes a container, as B would try
-// it on `ref`.
+// Every tool that takes a container (containers, files and codex families),
+// as B would try it on `ref`.
 function targetCalls(ref) {
   const host = path.join(allowed, 'stolen');
   return [
@@ -75,6 +75,7 @@ function targetCalls(ref) {
     ['file_list', { container: ref }],
     ['file_delete', { container: ref, path: '/etc/hostname' }],
     ['file_move', { container: ref, source: '/etc/hostname', destination: 'moved' }],
+    ['dpatch', { container: ref, patch: '*** Begin Patch\n*** Add File: /workspace/planted.txt\n+from B\n*** End Patch\n' }],
     ['stop_container', { container: ref, timeout: 0 }],
     ['remove_container', { container: ref, force: true }],
   ];

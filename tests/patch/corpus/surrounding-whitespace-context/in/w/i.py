@@ -1,0 +1,2 @@
+    if x:
+        return 1
