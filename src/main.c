@@ -10,13 +10,20 @@
 static const cm_command commands[] = {
         {"serve", "serve MCP over stdio (default), Streamable HTTP, or a Unix socket", cmd_serve},
         {"status", "print which backends work here, and the active policy, as JSON", cmd_status},
+        {"daemon", "start, stop or show the shared background server (start|stop|status)", cmd_daemon},
+        {"proxy", "MCP on stdio, served by the shared daemon (what a client config launches)", cmd_proxy},
+        {"exec", "run a command in a container through dexec: exec --container NAME 'cmd' [-]", cmd_exec},
+        {"patch", "apply a Codex patch in a container through dpatch: patch --container NAME FILE|-", cmd_patch},
+        {"start-service", "the same as daemon start", cmd_service},
+        {"stop-service", "the same as daemon stop", cmd_service},
+        {"status-service", "the same as daemon status", cmd_service},
 };
 
 static void usage(FILE *f) {
         fprintf(f, "container-mcp %s: disposable, isolated containers for AI agents, over MCP\n\n"
                    "Usage: container-mcp [COMMAND] [OPTIONS]\n\nCommands:\n", CM_VERSION);
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-                fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+                fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
         fprintf(f, "\nWith no command, or with only options, container-mcp serves MCP on stdin/stdout.\n"
                    "`container-mcp COMMAND --help` explains a command.\n\n"
                    "  -h, --help     show this help\n"

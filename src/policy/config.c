@@ -201,7 +201,7 @@ void cm_config_add_host(cm_config *cfg, const char *host) { strv_push(&cfg->allo
 void cm_config_add_origin(cm_config *cfg, const char *origin) { strv_push(&cfg->allowed_origins, origin); }
 void cm_config_add_container(cm_config *cfg, const char *ref) { strv_push(&cfg->allowed_containers, ref); }
 
-static char *default_state_dir(void) {
+char *cm_config_default_state_dir(void) {
         const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
         if (getenv("CONTAINER_MCP_STATE_DIR"))
                 return xstrdup(getenv("CONTAINER_MCP_STATE_DIR"));
@@ -605,7 +605,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
                 strv_push(&cfg->toolsets, cm_default_toolsets[i]);
         if (env_file && load_env_file(env_file, err) < 0)
                 return -EINVAL;
-        cfg->state_dir = default_state_dir();
+        cfg->state_dir = cm_config_default_state_dir();
         cfg->scratch_dir = xasprintf("%s/scratch", cfg->state_dir);
         if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0 || load_sharing(cfg, err) < 0 ||
             load_ceilings(cfg, err) < 0 || load_sandbox(cfg, err) < 0 || load_extensions(cfg, err) < 0)

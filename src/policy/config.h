@@ -84,6 +84,10 @@ extern const char *const cm_default_toolsets[];
  * the environment), then the environment. */
 int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err);
 void cm_config_free(cm_config *cfg);
+/* The state dir the environment names (CONTAINER_MCP_STATE_DIR, else the
+ * XDG/root default), without loading the rest: where the daemon's socket is
+ * looked for.  Caller frees. */
+char *cm_config_default_state_dir(void);
 
 /* Setters used by command-line flags (highest precedence). */
 int cm_config_set_toolsets(cm_config *cfg, const char *list, cm_err *err);
