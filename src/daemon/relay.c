@@ -35,7 +35,7 @@ typedef struct relay {
         int n_pool;
         int wake[2]; /* the stream thread's end: the daemon ended the session */
         atomic_bool closing;
-        char stream_err[CM_ERR_MAX];
+        char stream_err[CM_ERR_MAX * 2];
 } relay;
 
 /* ---- output ------------------------------------------------------------------ */
@@ -213,13 +213,10 @@ static void *stream_run(void *arg) {
                      .accept = "text/event-stream"};
         int rc = cm_uhttp(&c, r->o->socket_path, &q, on_event, r, &resp, &err);
         cm_uconn_close(&c);
-        if (rc < 0)
-                (void)snprintf(r->stream_err, sizeof r->stream_err, "%s", err.msg);
-        else
-                (void)snprintf(r->stream_err, sizeof r->stream_err,
-                               "the daemon at %s ended this session (HTTP %d on its stream): it stopped, or "
-                               "the session was removed",
-                               r->o->socket_path, resp.status);
+        (void)snprintf(r->stream_err, sizeof r->stream_err,
+                       "the daemon at %.200s ended this session (%.600s): it stopped, or the session was removed; "
+                       "restart the client to start a new one",
+                       r->o->socket_path, rc < 0 ? err.msg : resp.status == 200 ? "its stream ended" : "its stream was refused");
         (void)!write(r->wake[1], "x", 1);
         return NULL;
 }
