@@ -40,6 +40,22 @@ int cmd_usage_error(const char *cmd, const char *fmt, ...) {
         return 2;
 }
 
+/* The third seed puts its options first (`run.py --allow-container x
+ * start-service`): a *-service name after options is moved to the front. */
+static void seed_order(int argc, char **argv) {
+        if (argc < 3 || argv[1][0] != '-')
+                return;
+        for (int i = 2; i < argc; i++) {
+                char *cmd = argv[i];
+                if (strcmp(cmd, "start-service") != 0 && strcmp(cmd, "stop-service") != 0 &&
+                    strcmp(cmd, "status-service") != 0)
+                        continue;
+                memmove(argv + 2, argv + 1, (size_t)(i - 1) * sizeof *argv);
+                argv[1] = cmd;
+                return;
+        }
+}
+
 int main(int argc, char **argv) {
         static char serve[] = "serve";
         if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
@@ -52,6 +68,7 @@ int main(int argc, char **argv) {
                 printf("container-mcp %s\n", CM_VERSION);
                 return 0;
         }
+        seed_order(argc, argv);
         if (argc < 2 || argv[1][0] == '-') {
                 /* No command: serve, with whatever options were given. */
                 argv[0] = serve;

@@ -243,7 +243,8 @@ static enum MHD_Result status_page(http_req *r, struct MHD_Connection *c, const 
 
 /* GET /status: what `container-mcp daemon status` shows, as JSON: the
  * process, its age, its sessions, and what the layer above adds (the
- * sandboxes).  Behind the token like every route; it names no session id. */
+ * sandboxes).  Behind the token like every route, on the Unix socket only;
+ * it names no session id. */
 static enum MHD_Result status_json(http_req *r, struct MHD_Connection *c, const char *method) {
         cm_http *h = r->l->h;
         cleanup_json json_t *doc = NULL;
@@ -299,7 +300,10 @@ static enum MHD_Result begin(http_req *r, struct MHD_Connection *c, const char *
         }
         if (strcmp(url, "/") == 0)
                 return status_page(r, c, method);
-        if (strcmp(url, "/status") == 0)
+        /* The Unix socket only: it is 0600, so its peers are the operator's
+         * own processes.  Token holders on TCP are clients, and the list of
+         * every session's containers is not theirs to read. */
+        if (strcmp(url, "/status") == 0 && !r->l->check_host)
                 return status_json(r, c, method);
         return http_error(c, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST,
                           "no such path \"%s\": the MCP endpoint is /mcp (Streamable HTTP); /sse and /messages "

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { BIN, DIAG, envWith, eventually, runCli, stdioClient, tmpDir, withTimeout } from './lib.mjs';
+import { BIN, DIAG, envWith, eventually, httpRequest, runCli, startHttp, stdioClient, tmpDir, withTimeout } from './lib.mjs';
 import { alive, call, nativeBackend, ok, procsWith } from './tools.mjs';
 
 const T = { timeout: 180000 };
@@ -173,6 +173,24 @@ describe('daemon start, status, stop', () => {
       assert.equal((await stop(p)).code, 0);
     } finally {
       bystander.kill('SIGKILL');
+    }
+  });
+
+  test('the seed\'s order (options, then start-service) works; GET /status is the socket\'s alone', T, async () => {
+    const p = place();
+    const r = await cli(['--socket-path', p.sock, ...DIAG, 'start-service']);
+    assert.equal(r.code, 0, r.stderr);
+    remember(p);
+    assert.deepEqual(cmdline(pidIn(p)).slice(1, 4), ['serve', '--socket', p.sock]);
+    assert.equal((await httpRequest({ socketPath: p.sock }, { method: 'GET', path: '/status', headers: { Host: 'localhost' } })).status, 200);
+    assert.equal((await stop(p)).code, 0);
+    // A token holder on TCP is a client: the list of every session's containers is not for it.
+    const srv = await startHttp({ env: ENV });
+    try {
+      const tcp = await httpRequest(srv, { method: 'GET', path: '/status' });
+      assert.equal(tcp.status, 404, tcp.body);
+    } finally {
+      await srv.stop().finally(() => srv.kill());
     }
   });
 
