@@ -36,6 +36,11 @@ async function statusJson(p) {
 }
 const pidIn = (p) => Number(fs.readFileSync(p.pid, 'utf8').trim());
 const proxy = (p, extra = []) => stdioClient({ args: ['proxy', '--socket-path', p.sock, ...DIAG, ...extra], env: ENV });
+// The flock(2) locks on inode `ino`: held, and waiting ("->" in /proc/locks).
+function flocksOn(ino) {
+  const mine = fs.readFileSync('/proc/locks', 'utf8').split('\n').filter((l) => / FLOCK /.test(l) && new RegExp(`:${ino} `).test(l));
+  return { held: mine.filter((l) => !l.includes('->')).length, blocked: mine.filter((l) => l.includes('->')).length };
+}
 const cmdline = (pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
 
 // Daemons this file started, killed at the end whatever happened.
@@ -191,6 +196,29 @@ describe('daemon start, status, stop', () => {
       assert.equal(tcp.status, 404, tcp.body);
     } finally {
       await srv.stop().finally(() => srv.kill());
+    }
+  });
+
+  test('a start waits while another holds the lock file, then starts', T, async () => {
+    const p = place();
+    fs.writeFileSync(p.lock, '', { mode: 0o600 });
+    const ino = fs.statSync(p.lock).ino;
+    // flock(1) stands in for a start in progress: it holds the lock until its stdin closes.
+    const holder = spawn('flock', ['-x', p.lock, 'cat'], { stdio: ['pipe', 'ignore', 'ignore'] });
+    try {
+      await eventually(() => flocksOn(ino).held >= 1, 30000, 'flock(1) to hold the lock');
+      const starting = start(p);
+      await eventually(() => flocksOn(ino).blocked >= 1, 60000, 'the start to wait on the lock (a blocked entry in /proc/locks)');
+      assert.ok(!fs.existsSync(p.pid), 'no daemon while the lock is held');
+      holder.stdin.end();
+      const r = await starting;
+      remember(p);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /started/);
+      assert.equal((await statusJson(p)).pid, pidIn(p));
+      assert.equal((await stop(p)).code, 0);
+    } finally {
+      holder.kill('SIGKILL');
     }
   });
 
