@@ -222,6 +222,27 @@ describe('daemon start, status, stop', () => {
     }
   });
 
+  test('a symlink planted as the pid file or the log is never followed', T, async () => {
+    const p = place();
+    const target = path.join(p.dir, 'victim');
+    fs.writeFileSync(target, 'untouched\n', { mode: 0o644 });
+    fs.symlinkSync(target, p.log);
+    const r = await start(p);
+    assert.notEqual(r.code, 0, 'a log that is a symlink is refused');
+    assert.match(r.stderr, new RegExp(p.log.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+    assert.ok(!fs.existsSync(p.pid), 'no daemon started');
+    fs.unlinkSync(p.log);
+    fs.symlinkSync(target, p.pid);
+    const ok2 = await start(p);
+    remember(p);
+    assert.equal(ok2.code, 0, ok2.stderr);
+    assert.ok(fs.lstatSync(p.pid).isFile(), 'the planted link was replaced by a pid file of its own');
+    assert.equal(fs.readFileSync(target, 'utf8'), 'untouched\n');
+    assert.equal((fs.statSync(target).mode & 0o777).toString(8), '644');
+    assert.equal((await stop(p)).code, 0);
+    assert.equal(fs.readFileSync(target, 'utf8'), 'untouched\n');
+  });
+
   test('two starts at once make one daemon', T, async () => {
     const p = place();
     const [a, b] = await Promise.all([start(p), start(p)]);
