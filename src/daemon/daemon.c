@@ -43,9 +43,10 @@ int cm_daemon_paths_init(cm_daemon_paths *p, const char *socket_path, cm_err *er
                 sock = xasprintf("%s/%s", cwd, socket_path);
         } else {
                 cleanup_free char *dir = cm_config_default_state_dir();
-                if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                cm_mkdir_p(dir, 0700);
+                if (access(dir, W_OK) < 0)
                         return cm_err_sys(err, errno,
-                                          "creating the state dir %s (set CONTAINER_MCP_STATE_DIR or give "
+                                          "the state dir %s cannot be made or written (set CONTAINER_MCP_STATE_DIR or give "
                                           "--socket-path)",
                                           dir),
                                -1;

@@ -212,7 +212,7 @@ char *cm_config_default_state_dir(void) {
         return xasprintf("%s/.local/state/container-mcp", home ? home : "/tmp");
 }
 
-static void mkdir_p(const char *path, mode_t mode) {
+void cm_mkdir_p(const char *path, mode_t mode) {
         cleanup_free char *p = xstrdup(path);
         for (char *s = p + 1; *s; s++)
                 if (*s == '/') {
@@ -275,7 +275,7 @@ static int load_dirs(cm_config *cfg, const char *var, char ***v, cm_err *err) {
 static int load_mounts(cm_config *cfg, cm_err *err) {
         /* The state dir exists from here on, so its canonical form is known
          * and the policy can keep every sandbox out of it. */
-        mkdir_p(cfg->state_dir, 0700); /* records, sockets, the token: the server's alone */
+        cm_mkdir_p(cfg->state_dir, 0700); /* records, sockets, the token: the server's alone */
         (void)mkdir(cfg->scratch_dir, 0700);
         cfg->state_real = realpath(cfg->state_dir, NULL);
         if (getenv("CONTAINER_MCP_IMAGE_DIRS") && load_dirs(cfg, "CONTAINER_MCP_IMAGE_DIRS", &cfg->image_dirs, err) < 0)
