@@ -11,6 +11,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { BIN, DIAG, envWith, eventually, httpRequest, runCli, startHttp, stdioClient, tmpDir, withTimeout } from './lib.mjs';
+import { assertProgress } from './checks.mjs';
 import { alive, call, nativeBackend, ok, procsWith } from './tools.mjs';
 
 const T = { timeout: 180000 };
@@ -299,6 +300,9 @@ describe('proxy', () => {
     try {
       assert.equal(s.client.getServerVersion().name, 'container-mcp');
       assert.deepEqual(ok(await call(s, 'echo', { text: 'via the daemon' })), { text: 'via the daemon' });
+      const seen = [];
+      ok(await call(s, 'sleep', { ms: 300, steps: 3 }, { onprogress: (x) => seen.push(x) }));
+      assertProgress(seen, 3, 'progress relayed by the proxy');
       assert.notEqual(pid, s.pid);
       assert.deepEqual(cmdline(pid).slice(1, 4), ['serve', '--socket', p.sock]);
       assert.equal((await statusJson(p)).sessions, 1);
@@ -331,7 +335,29 @@ describe('proxy', () => {
     assert.equal((await stop(p)).code, 0);
   });
 
-  test('a proxy killed with SIGKILL, or whose stdin closes, leaves no session and no sandbox', T, async (t) => {
+  test('a cancel through the proxy kills the command in the sandbox', T, async (t) => {
+    if (native) return t.skip(native);
+    const p = place();
+    assert.equal((await start(p)).code, 0);
+    remember(p);
+    const s = await proxy(p);
+    try {
+      await sandboxWithMark(s);
+      const m = marker();
+      const ac = new AbortController();
+      const running = call(s, 'system_run_command', { command: `sleep ${m}`, timeout: 100 }, { signal: ac.signal }).catch((e) => e);
+      await eventually(() => procsWith(m).length === 1, 30000, `"sleep ${m}" to run`);
+      ac.abort();
+      await running;
+      await eventually(() => procsWith(m).length === 0, 30000, `"sleep ${m}" to be killed by the cancel`);
+      assert.deepEqual(ok(await call(s, 'echo', { text: 'still here' })), { text: 'still here' }, 'the session goes on');
+    } finally {
+      await s.close().finally(() => s.kill());
+      assert.equal((await stop(p)).code, 0);
+    }
+  });
+
+  test('a proxy killed with SIGKILL, whose stdin closes, or SIGTERMed leaves no session and no sandbox', T, async (t) => {
     if (native) return t.skip(native);
     const p = place();
     assert.equal((await start(p)).code, 0);
@@ -349,6 +375,13 @@ describe('proxy', () => {
       await closed.close(); // closes stdin; checks the proxy exits 0
       await eventually(() => procsWith(b.m).length === 0, 60000, 'the closed proxy\'s sandbox to be removed');
       assert.equal((await statusJson(p)).sessions, 0);
+
+      const termed = await proxy(p);
+      const c = await sandboxWithMark(termed);
+      termed.proc.kill('SIGTERM');
+      const code = await withTimeout(new Promise((r) => (termed.proc.exitCode !== null ? r(termed.proc.exitCode) : termed.proc.on('exit', r))), 30000, 'the proxy to exit on SIGTERM');
+      assert.equal(code, 0, 'SIGTERM: the proxy ends its session and exits 0');
+      await eventually(() => procsWith(c.m).length === 0, 60000, 'the SIGTERMed proxy\'s sandbox to be removed');
     } finally {
       assert.equal((await stop(p)).code, 0);
     }
