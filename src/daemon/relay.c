@@ -109,6 +109,7 @@ typedef struct exch {
         relay *r;
         json_t *id;       /* the request's id, or NULL */
         bool initialize;
+        bool unparsed;    /* the client's line was not JSON: its error goes back as is */
         bool answered;    /* a response with that id went out */
         char http_err[600]; /* an HTTP error's message (its body has id null) */
 } exch;
@@ -117,6 +118,10 @@ static int on_message(void *arg, const cm_uresp *resp, char *msg, size_t len) {
         exch *x = arg;
         cleanup_json json_t *v = NULL;
         json_t *id;
+        if (resp->status >= 400 && x->unparsed) {
+                emit(x->r, msg, len); /* -32700 with id null, as a stdio server answers */
+                return 0;
+        }
         if (resp->status >= 400) {
                 /* The transport's own error (id null): the client gets it
                  * with its request's id, below. */
@@ -142,8 +147,8 @@ static int on_message(void *arg, const cm_uresp *resp, char *msg, size_t len) {
 }
 
 /* POST one message; its replies go out as they come. */
-static void post(relay *r, const char *body, size_t len, json_t *id, bool initialize) {
-        exch x = {.r = r, .id = id, .initialize = initialize};
+static void post(relay *r, const char *body, size_t len, json_t *id, bool initialize, bool unparsed) {
+        exch x = {.r = r, .id = id, .initialize = initialize, .unparsed = unparsed};
         cm_uconn c = pool_take(r);
         cm_uresp resp;
         cm_err err = CM_ERR_INIT;
@@ -183,7 +188,7 @@ typedef struct job {
 
 static void *job_run(void *arg) {
         job *j = arg;
-        post(j->r, j->body, j->len, j->id, false);
+        post(j->r, j->body, j->len, j->id, false, false);
         json_decref(j->id);
         free(j->body);
         free(j);
@@ -250,7 +255,7 @@ static void handle_line(relay *r, char *line, size_t len) {
                 json_array_foreach(m, i, e) batch_request |= json_is_object(e) && request_id(e);
         if (init && !r->session[0]) {
                 /* In order: nothing else can be sent before its session id. */
-                post(r, line, len, id, true);
+                post(r, line, len, id, true, false);
                 if (r->session[0])
                         start_thread(stream_run, r);
                 return;
@@ -268,7 +273,7 @@ static void handle_line(relay *r, char *line, size_t len) {
         }
         /* Notifications, responses, and what does not parse (the daemon
          * answers that with its parse error): in reading order. */
-        post(r, line, len, NULL, false);
+        post(r, line, len, NULL, false, m == NULL);
 }
 
 static void end_session(relay *r) {

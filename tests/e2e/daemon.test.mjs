@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { BIN, DIAG, envWith, eventually, httpRequest, runCli, startHttp, stdioClient, tmpDir, withTimeout } from './lib.mjs';
+import { BIN, DIAG, RawStdio, envWith, eventually, httpRequest, runCli, startHttp, stdioClient, tmpDir, withTimeout } from './lib.mjs';
 import { assertProgress } from './checks.mjs';
 import { alive, call, nativeBackend, ok, procsWith } from './tools.mjs';
 
@@ -333,6 +333,26 @@ describe('proxy', () => {
       await Promise.all(all.map((s) => s.close().finally(() => s.kill())));
     }
     assert.equal((await stop(p)).code, 0);
+  });
+
+  test('raw lines: a parse error answered as stdio would; a daemon that dies ends the proxy, no client left waiting', T, async () => {
+    const p = place();
+    assert.equal((await start(p)).code, 0);
+    remember(p);
+    const raw = new RawStdio(['proxy', '--socket-path', p.sock], { env: ENV });
+    try {
+      assert.ok((await raw.initialize()).result);
+      await raw.write('this is not json');
+      const perr = await raw.next((m) => m.error && m.id === null, 30000, 'the parse error');
+      assert.equal(perr.error.code, -32700);
+      assert.deepEqual((await raw.request('ping')).result, {});
+      process.kill(pidIn(p), 'SIGKILL');
+      const r = await withTimeout(raw.srv.exited, 30000, 'the proxy to exit once its daemon is gone');
+      assert.equal(r.code, 1);
+      assert.match(raw.srv.stderr(), /ended this session/);
+    } finally {
+      raw.kill();
+    }
   });
 
   test('a cancel through the proxy kills the command in the sandbox', T, async (t) => {
