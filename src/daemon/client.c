@@ -21,6 +21,8 @@
 
 int cm_uconn_open(cm_uconn *c, const char *path, cm_err *err) {
         struct sockaddr_un a = {.sun_family = AF_UNIX};
+        struct ucred cred = {0};
+        socklen_t len = sizeof cred;
         int fd;
         if (strlen(path) >= sizeof a.sun_path)
                 return cm_err_set(err, ENAMETOOLONG,
@@ -35,6 +37,18 @@ int cm_uconn_open(cm_uconn *c, const char *path, cm_err *err) {
                 int e = errno;
                 (void)close(fd);
                 return cm_err_sys(err, e, "connecting to the daemon's socket %s", path), -e;
+        }
+        /* The server must be ours (or root's): in a shared directory another
+         * user could bind the path first and read every message, the token
+         * included. */
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+            (cred.uid != geteuid() && cred.uid != 0)) {
+                (void)close(fd);
+                return cm_err_set(err, EPERM,
+                                  "the socket %s is served by uid %u, not by this user (uid %u): refusing to talk "
+                                  "to it; remove it or choose another --socket-path",
+                                  path, (unsigned)cred.uid, (unsigned)geteuid()),
+                       -EPERM;
         }
         cm_uconn_close(c);
         c->fd = fd;

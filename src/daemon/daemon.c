@@ -126,10 +126,16 @@ void cm_pidfile_release(const char *path, int fd) {
 
 pid_t cm_daemon_alive(const cm_daemon_paths *p) {
         cleanup_close int fd = open(p->pid, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
         char buf[32];
         ssize_t n;
         long pid;
         if (fd < 0)
+                return 0;
+        /* Only a pid file of ours names a daemon of ours: one another user
+         * planted (in a shared directory) and holds a lock on must never
+         * make `stop` signal the pid it names. */
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
                 return 0;
         if (flock(fd, LOCK_SH | LOCK_NB) == 0)
                 return 0; /* nobody holds it: a crash left it */

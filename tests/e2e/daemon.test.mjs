@@ -12,7 +12,9 @@ import { after, before, describe, test } from 'node:test';
 
 import { BIN, DIAG, RawStdio, envWith, eventually, httpRequest, runCli, startHttp, stdioClient, tmpDir, withTimeout } from './lib.mjs';
 import { assertProgress } from './checks.mjs';
-import { alive, call, nativeBackend, ok, procsWith } from './tools.mjs';
+import { AS_NOBODY, alive, call, nativeBackend, ok, procsWith } from './tools.mjs';
+
+const NOBODY = AS_NOBODY.slice(1); // setpriv's own arguments
 
 const T = { timeout: 180000 };
 const root = tmpDir('cmcp-daemon-');
@@ -242,6 +244,50 @@ describe('daemon start, status, stop', () => {
     assert.equal((fs.statSync(target).mode & 0o777).toString(8), '644');
     assert.equal((await stop(p)).code, 0);
     assert.equal(fs.readFileSync(target, 'utf8'), 'untouched\n');
+  });
+
+  test('another user\'s socket or pid file at the path is never trusted', T, async (t) => {
+    if (process.getuid() !== 0) return t.skip('needs root to act as a second user (nobody)');
+    // a directory every user may write, as /tmp is (the test's own root is 0700)
+    const shared = tmpDir('cmcp-shared-');
+    fs.chmodSync(shared, 0o777);
+    const sock = path.join(shared, 'container-mcp.sock');
+    const p = { dir: shared, sock, pid: path.join(shared, 'container-mcp.pid'), log: path.join(shared, 'container-mcp.log'), lock: path.join(shared, 'container-mcp.lock') };
+    const got = path.join(p.dir, 'got');
+    // nobody binds the daemon's path first and records whatever reaches it
+    const fake = spawn('setpriv', [...NOBODY, process.execPath, '-e', `
+      const fs = require('fs');
+      require('net').createServer((c) => c.on('data', (d) => fs.appendFileSync(${JSON.stringify(got)}, d))).listen(${JSON.stringify(p.sock)}, () => console.log('up'));
+    `], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const bystander = spawn('sleep', ['1000'], { stdio: 'ignore' });
+    let holder;
+    try {
+      await withTimeout(new Promise((r) => fake.stdout.once('data', r)), 30000, 'nobody\'s server to listen');
+      const px = await runCli(['proxy', '--socket-path', p.sock, '--timeout', '30'], {
+        env: { ...ENV, CONTAINER_MCP_TOKEN: 'secret-token-of-root' },
+        input: '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}\n',
+        timeout: 90000,
+      });
+      remember(p);
+      assert.notEqual(px.code, 0, 'the proxy refuses the socket and its own daemon cannot take a live one');
+      assert.ok(!fs.existsSync(got), `nothing was sent to the other user's server: ${fs.existsSync(got) ? fs.readFileSync(got, 'utf8') : ''}`);
+
+      // nobody's pid file, locked by nobody, naming a live process
+      fs.rmSync(p.pid, { force: true });
+      fs.writeFileSync(p.pid, `${bystander.pid}\n`, { mode: 0o600 });
+      fs.chownSync(p.pid, 65534, 65534);
+      const ino = fs.statSync(p.pid).ino;
+      holder = spawn('setpriv', [...NOBODY, 'flock', '-s', p.pid, 'cat'], { stdio: ['pipe', 'ignore', 'ignore'] });
+      await eventually(() => flocksOn(ino).held >= 1, 30000, 'nobody to hold the planted pid file');
+      const s = await stop(p);
+      assert.match(s.stdout, /not running/);
+      assert.ok(alive(bystander.pid), 'the pid in another user\'s pid file is never signalled');
+    } finally {
+      holder?.kill('SIGKILL');
+      fake.kill('SIGKILL');
+      bystander.kill('SIGKILL');
+      fs.rmSync(shared, { recursive: true, force: true });
+    }
   });
 
   test('two starts at once make one daemon', T, async () => {
