@@ -143,7 +143,7 @@ static int want(cm_uconn *c, size_t need) {
 static size_t line_end(cm_uconn *c, size_t max, int *ret) {
         size_t rel = 0; /* from c->off: fill() may move the data */
         for (;;) {
-                char *nl = memchr(c->buf + c->off + rel, '\n', c->len - c->off - rel);
+                char *nl = c->buf ? memchr(c->buf + c->off + rel, '\n', c->len - c->off - rel) : NULL;
                 ssize_t n;
                 if (nl)
                         return (size_t)(nl - c->buf) + 1;

@@ -24,6 +24,9 @@
 #define POOL 8
 
 typedef struct relay {
+        /* A copy, strings included: detached threads read it after
+         * cm_relay_run has returned and its caller freed what it passed. */
+        cm_relay_opts o_copy;
         const cm_relay_opts *o;
         pthread_mutex_t out_mu;
         bool out_dead;
@@ -347,7 +350,10 @@ static int read_loop(relay *r, cm_err *err) {
 int cm_relay_run(const cm_relay_opts *o, cm_err *err) {
         static relay r; /* detached threads may still read it as the process exits */
         int ret;
-        r = (relay){.o = o};
+        r = (relay){.o_copy = *o};
+        r.o_copy.socket_path = xstrdup(o->socket_path);
+        r.o_copy.token = o->token ? xstrdup(o->token) : NULL;
+        r.o = &r.o_copy;
         (void)pthread_mutex_init(&r.out_mu, NULL);
         (void)pthread_mutex_init(&r.pool_mu, NULL);
         if (pipe2(r.wake, O_CLOEXEC) < 0)

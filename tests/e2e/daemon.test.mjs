@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { BIN, DIAG, RawStdio, envWith, eventually, httpRequest, runCli, startHttp, stdioClient, tmpDir, withTimeout } from './lib.mjs';
+import { BIN, DIAG, RawStdio, assertNoSanitizerReport, envWith, eventually, httpRequest, runCli, startHttp, stdioClient, tmpDir, withTimeout } from './lib.mjs';
 import { assertProgress } from './checks.mjs';
 import { AS_NOBODY, alive, call, nativeBackend, ok, procsWith } from './tools.mjs';
 
@@ -32,7 +32,12 @@ function place() {
 
 const cli = (args, opts = {}) => runCli(args, { env: ENV, timeout: 90000, ...opts });
 const start = (p, ...extra) => cli(['daemon', 'start', '--socket-path', p.sock, ...DIAG, ...extra]);
-const stop = (p) => cli(['daemon', 'stop', '--socket-path', p.sock]);
+// Stop, then check the daemon's log (its stderr) holds no sanitizer report.
+async function stop(p) {
+  const r = await cli(['daemon', 'stop', '--socket-path', p.sock]);
+  if (fs.existsSync(p.log)) assertNoSanitizerReport(fs.readFileSync(p.log, 'utf8'), `the daemon (log ${p.log})`);
+  return r;
+}
 async function statusJson(p) {
   const r = await cli(['daemon', 'status', '--json', '--socket-path', p.sock]);
   return r.code === 0 ? JSON.parse(r.stdout) : null;
