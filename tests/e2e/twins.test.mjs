@@ -70,6 +70,15 @@ describe('exec and patch twins', () => {
       assert.equal(r.code, 125, 'the tool could not run: 125');
       assert.match(r.stderr, /dexec/);
     }
+    if (!tools.includes('dexec')) {
+      const before = (await cli(['daemon', 'status', '--json', '--socket-path', sock])).stdout;
+      const d = await viaDaemon(['exec', '--container', NAME, 'true']);
+      assert.equal(d.code, 125, 'through the daemon too');
+      assert.match(d.stderr, /dexec/);
+      assert.equal(JSON.parse(before).sessions, 1, 'only the keeper\'s session before');
+      const after = JSON.parse((await cli(['daemon', 'status', '--json', '--socket-path', sock])).stdout);
+      assert.equal(after.sessions, 1, 'the twin ended the session it opened in the daemon');
+    }
     const usage = await cli(['exec', 'true']);
     assert.equal(usage.code, 2);
     assert.match(usage.stderr, /--container NAME is required/);
