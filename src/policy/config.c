@@ -201,7 +201,7 @@ void cm_config_add_host(cm_config *cfg, const char *host) { strv_push(&cfg->allo
 void cm_config_add_origin(cm_config *cfg, const char *origin) { strv_push(&cfg->allowed_origins, origin); }
 void cm_config_add_container(cm_config *cfg, const char *ref) { strv_push(&cfg->allowed_containers, ref); }
 
-char *cm_config_default_state_dir(void) {
+static char *default_state_dir(void) {
         const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
         if (getenv("CONTAINER_MCP_STATE_DIR"))
                 return xstrdup(getenv("CONTAINER_MCP_STATE_DIR"));
@@ -212,7 +212,7 @@ char *cm_config_default_state_dir(void) {
         return xasprintf("%s/.local/state/container-mcp", home ? home : "/tmp");
 }
 
-void cm_mkdir_p(const char *path, mode_t mode) {
+static void mkdir_p(const char *path, mode_t mode) {
         cleanup_free char *p = xstrdup(path);
         for (char *s = p + 1; *s; s++)
                 if (*s == '/') {
@@ -222,6 +222,9 @@ void cm_mkdir_p(const char *path, mode_t mode) {
                 }
         (void)mkdir(p, mode);
 }
+
+void cm_mkdir_p(const char *path, mode_t mode) { mkdir_p(path, mode); }
+char *cm_config_default_state_dir(void) { return default_state_dir(); }
 
 /* Canonical form of a path that must exist; NULL (err set) otherwise. */
 static char *canonical(const char *var, const char *path, cm_err *err) {
@@ -275,7 +278,7 @@ static int load_dirs(cm_config *cfg, const char *var, char ***v, cm_err *err) {
 static int load_mounts(cm_config *cfg, cm_err *err) {
         /* The state dir exists from here on, so its canonical form is known
          * and the policy can keep every sandbox out of it. */
-        cm_mkdir_p(cfg->state_dir, 0700); /* records, sockets, the token: the server's alone */
+        mkdir_p(cfg->state_dir, 0700); /* records, sockets, the token: the server's alone */
         (void)mkdir(cfg->scratch_dir, 0700);
         cfg->state_real = realpath(cfg->state_dir, NULL);
         if (getenv("CONTAINER_MCP_IMAGE_DIRS") && load_dirs(cfg, "CONTAINER_MCP_IMAGE_DIRS", &cfg->image_dirs, err) < 0)
@@ -605,7 +608,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
                 strv_push(&cfg->toolsets, cm_default_toolsets[i]);
         if (env_file && load_env_file(env_file, err) < 0)
                 return -EINVAL;
-        cfg->state_dir = cm_config_default_state_dir();
+        cfg->state_dir = default_state_dir();
         cfg->scratch_dir = xasprintf("%s/scratch", cfg->state_dir);
         if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0 || load_sharing(cfg, err) < 0 ||
             load_ceilings(cfg, err) < 0 || load_sandbox(cfg, err) < 0 || load_extensions(cfg, err) < 0)
