@@ -223,9 +223,6 @@ static void mkdir_p(const char *path, mode_t mode) {
         (void)mkdir(p, mode);
 }
 
-void cm_mkdir_p(const char *path, mode_t mode) { mkdir_p(path, mode); }
-char *cm_config_default_state_dir(void) { return default_state_dir(); }
-
 /* Canonical form of a path that must exist; NULL (err set) otherwise. */
 static char *canonical(const char *var, const char *path, cm_err *err) {
         char *real = realpath(path, NULL);
@@ -638,3 +635,7 @@ void cm_config_free(cm_config *cfg) {
         cm_strv_free(cfg->allowed_commands);
         memset(cfg, 0, sizeof *cfg);
 }
+
+/* For the daemon's files (src/daemon/), which need no whole config. */
+void cm_mkdir_p(const char *path, mode_t mode) { mkdir_p(path, mode); }
+char *cm_config_default_state_dir(void) { return default_state_dir(); }
