@@ -282,7 +282,7 @@ describe('daemon start, status, stop', () => {
       fs.writeFileSync(p.pid, `${bystander.pid}\n`, { mode: 0o600 });
       fs.chownSync(p.pid, 65534, 65534);
       const ino = fs.statSync(p.pid).ino;
-      holder = spawn('setpriv', [...NOBODY, 'flock', '-s', p.pid, 'cat'], { stdio: ['pipe', 'ignore', 'ignore'] });
+      holder = spawn('setpriv', [...NOBODY, 'flock', '-x', p.pid, 'cat'], { stdio: ['pipe', 'ignore', 'ignore'] });
       await eventually(() => flocksOn(ino).held >= 1, 30000, 'nobody to hold the planted pid file');
       const s = await stop(p);
       assert.match(s.stdout, /not running/);
