@@ -448,11 +448,15 @@ describe('proxy', () => {
       assert.equal((await statusJson(p)).sessions, 0);
 
       const termed = await proxy(p);
-      const c = await sandboxWithMark(termed);
-      termed.proc.kill('SIGTERM');
-      const code = await withTimeout(new Promise((r) => (termed.proc.exitCode !== null ? r(termed.proc.exitCode) : termed.proc.on('exit', r))), 30000, 'the proxy to exit on SIGTERM');
-      assert.equal(code, 0, 'SIGTERM: the proxy ends its session and exits 0');
-      await eventually(() => procsWith(c.m).length === 0, 60000, 'the SIGTERMed proxy\'s sandbox to be removed');
+      try {
+        const c = await sandboxWithMark(termed);
+        termed.proc.kill('SIGTERM');
+        const code = await withTimeout(new Promise((r) => (termed.proc.exitCode !== null ? r(termed.proc.exitCode) : termed.proc.on('exit', r))), 30000, 'the proxy to exit on SIGTERM');
+        assert.equal(code, 0, 'SIGTERM: the proxy ends its session and exits 0');
+        await eventually(() => procsWith(c.m).length === 0, 60000, 'the SIGTERMed proxy\'s sandbox to be removed');
+      } finally {
+        termed.kill(); // one that ignored SIGTERM must not outlive the test
+      }
     } finally {
       assert.equal((await stop(p)).code, 0);
     }
