@@ -31,7 +31,13 @@ function place() {
 }
 
 const cli = (args, opts = {}) => runCli(args, { env: ENV, timeout: 90000, ...opts });
-const start = (p, ...extra) => cli(['daemon', 'start', '--socket-path', p.sock, ...DIAG, ...extra]);
+async function start(p, ...extra) {
+  try {
+    return await cli(['daemon', 'start', '--socket-path', p.sock, ...DIAG, ...extra]);
+  } finally {
+    remember(p); // whatever the assertions say next, the daemon is killed at the end
+  }
+}
 // Stop, then check the daemon's log (its stderr) holds no sanitizer report.
 async function stop(p) {
   const r = await cli(['daemon', 'stop', '--socket-path', p.sock]);
@@ -43,7 +49,13 @@ async function statusJson(p) {
   return r.code === 0 ? JSON.parse(r.stdout) : null;
 }
 const pidIn = (p) => Number(fs.readFileSync(p.pid, 'utf8').trim());
-const proxy = (p, extra = []) => stdioClient({ args: ['proxy', '--socket-path', p.sock, ...DIAG, ...extra], env: ENV });
+async function proxy(p, extra = []) {
+  try {
+    return await stdioClient({ args: ['proxy', '--socket-path', p.sock, ...DIAG, ...extra], env: ENV });
+  } finally {
+    remember(p);
+  }
+}
 // The flock(2) locks on inode `ino`: held, and waiting ("->" in /proc/locks).
 function flocksOn(ino) {
   const mine = fs.readFileSync('/proc/locks', 'utf8').split('\n').filter((l) => / FLOCK /.test(l) && new RegExp(`:${ino} `).test(l));
@@ -59,7 +71,12 @@ function remember(p) {
   } catch {}
 }
 after(() => {
-  for (const pid of started) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  for (const pid of started) {
+    try {
+      // only a daemon of this file's (its socket is under root), never a reused pid
+      if (alive(pid) && cmdline(pid).some((a) => a.startsWith(root))) process.kill(pid, 'SIGKILL');
+    } catch {}
+  }
   fs.rmSync(root, { recursive: true, force: true });
 });
 

@@ -38,8 +38,8 @@ let daemonPid;
 before(async () => {
   native = (await nativeBackend(() => stdioClient({ args: ['serve'], env: ENV }))).reason;
   const r = await cli(['daemon', 'start', '--socket-path', sock, ...DIAG, '--allow-container', NAME]);
+  if (fs.existsSync(path.join(root, 'daemon.pid'))) daemonPid = Number(fs.readFileSync(path.join(root, 'daemon.pid'), 'utf8'));
   assert.equal(r.code, 0, r.stderr);
-  daemonPid = Number(fs.readFileSync(path.join(root, 'daemon.pid'), 'utf8'));
   keeper = await stdioClient({ args: ['proxy', '--socket-path', sock], env: ENV });
   tools = (await keeper.client.listTools()).tools.map((t) => t.name);
   if (!native && tools.includes('dexec')) ok(await call(keeper, 'run_container', { image: 'host', name: NAME, command: ['sleep', 'infinity'] }));
