@@ -10,6 +10,11 @@ typedef struct cm_command {
 
 int cmd_serve(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_daemon(int argc, char **argv);
+int cmd_service(int argc, char **argv); /* start-service, stop-service, status-service */
+int cmd_proxy(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_patch(int argc, char **argv);
 
 /* Shared by subcommands: report a usage error the way every one does. */
 int cmd_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

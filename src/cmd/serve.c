@@ -8,6 +8,7 @@
 
 #include "cmd/cmd.h"
 #include "config.h"
+#include "daemon/daemon.h"
 #include "tools/tools.h"
 #include "transport/transport.h"
 #include "util/cleanup.h"
@@ -45,6 +46,8 @@ static void serve_help(void) {
                "                          16777216)\n"
                "  --env-file PATH         read CONTAINER_MCP_* settings from a file (the environment wins)\n"
                "  --log-level LEVEL       debug, info, warn or error (stderr; default info)\n"
+               "  --pid-file PATH         write the pid to PATH (0600) and hold a lock on it while running\n"
+               "                          (`container-mcp daemon` uses it to find this server)\n"
                "  -h, --help              show this help\n\n"
                "HTTP needs a bearer token: CONTAINER_MCP_TOKEN, or else (loopback only) the one\n"
                "generated into the state dir's http-token file, which the log names. An address\n"
@@ -53,7 +56,7 @@ static void serve_help(void) {
 }
 
 typedef struct serve_opts {
-        const char *http, *socket, *env_file, *toolsets, *backend, *log_level;
+        const char *http, *socket, *env_file, *toolsets, *backend, *log_level, *pid_file;
         const char *hosts[32];
         size_t n_hosts;
         const char *origins[32];
@@ -77,7 +80,7 @@ static int parse_number(const char *opt, const char *v, unsigned long min, unsig
 
 static int parse_args(int argc, char **argv, serve_opts *o) {
         enum { O_HTTP = 256, O_SOCKET, O_HOST, O_TOOLSETS, O_BACKEND, O_PAGE, O_MAXMSG, O_ENVFILE, O_LOGLEVEL, O_NOAUTH,
-               O_ORIGIN, O_CONTAINER };
+               O_ORIGIN, O_CONTAINER, O_PIDFILE };
         static const struct option opts[] = {
                 {"http", required_argument, NULL, O_HTTP},
                 {"socket", required_argument, NULL, O_SOCKET},
@@ -91,6 +94,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                 {"no-auth", no_argument, NULL, O_NOAUTH},
                 {"allow-origin", required_argument, NULL, O_ORIGIN},
                 {"allow-container", required_argument, NULL, O_CONTAINER},
+                {"pid-file", required_argument, NULL, O_PIDFILE},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
@@ -120,6 +124,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                 case O_ENVFILE: o->env_file = optarg; break;
                 case O_LOGLEVEL: o->log_level = optarg; break;
                 case O_NOAUTH: o->no_auth = true; break;
+                case O_PIDFILE: o->pid_file = optarg; break;
                 case O_ORIGIN:
                         if (o->n_origins >= 31)
                                 return (void)cmd_usage_error("serve", "--allow-origin: at most 31 origins"), -1;
@@ -194,6 +199,8 @@ static void install_signals(void) {
         (void)sigaction(SIGPIPE, &sa, NULL); /* a vanished client is an error return, not a death */
 }
 
+static json_t *daemon_status(void *arg) { return cm_daemon_sandboxes_json(arg); }
+
 static int run_transport(mcp_server *srv, const cm_config *cfg, const serve_opts *o, cm_err *err) {
         cm_http_opts http = {0};
         if (!o->http && !o->socket)
@@ -216,6 +223,8 @@ static int run_transport(mcp_server *srv, const cm_config *cfg, const serve_opts
         http.stream_after_ms = cfg->http_stream_after_ms;
         http.keepalive_ms = cfg->http_keepalive_ms;
         http.replay_sec = cfg->http_replay_sec;
+        http.status = daemon_status;
+        http.status_arg = mcp_server_userdata(srv);
         return cm_http_serve(srv, &http, err);
 }
 
@@ -225,12 +234,21 @@ int cmd_serve(int argc, char **argv) {
         cm_app app = {0};
         cm_err err = CM_ERR_INIT;
         mcp_server *srv = NULL;
-        int r = parse_args(argc, argv, &o), ret = 1;
+        int r = parse_args(argc, argv, &o), ret = 1, pid_fd = -1;
 
         if (r != 0)
                 return r > 0 ? 0 : 2;
         if (o.log_level && apply_log_level(o.log_level) < 0)
                 return 2;
+        if (o.pid_file && !o.socket && !o.http)
+                return cmd_usage_error("serve", "--pid-file is for a server in the background: give --socket "
+                                                "PATH or --http too");
+        /* First, before the socket: a second daemon stops here, with the
+         * first one's pid, and never touches the first one's socket. */
+        if (o.pid_file && cm_pidfile_take(o.pid_file, &pid_fd, &err) < 0) {
+                log_error("%s", err.msg);
+                return 1;
+        }
         if (cm_config_load(&cfg, o.env_file, &err) < 0 || apply_flags(&cfg, &o, &err) < 0 ||
             cm_app_open(&app, &cfg, &err) < 0) {
                 log_error("%s", err.msg);
@@ -255,5 +273,8 @@ out:
         mcp_server_free(srv);
         cm_app_close(&app);
         cm_config_free(&cfg);
+        /* Last: while the lock is held, `daemon stop` waits for us, so it
+         * returns only once the sandboxes are gone. */
+        cm_pidfile_release(o.pid_file, pid_fd);
         return ret;
 }

@@ -654,3 +654,7 @@ void cm_config_free(cm_config *cfg) {
         cm_strv_free(cfg->allowed_commands);
         memset(cfg, 0, sizeof *cfg);
 }
+
+/* For the daemon's files (src/daemon/), which need no whole config. */
+void cm_mkdir_p(const char *path, mode_t mode) { mkdir_p(path, mode); }
+char *cm_config_default_state_dir(void) { return default_state_dir(); }

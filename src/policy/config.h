@@ -6,6 +6,7 @@
 #define CM_CONFIG_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,6 +85,13 @@ extern const char *const cm_default_toolsets[];
  * the environment), then the environment. */
 int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err);
 void cm_config_free(cm_config *cfg);
+/* The state dir the environment names (CONTAINER_MCP_STATE_DIR, else the
+ * XDG/root default), without loading the rest: where the daemon's socket is
+ * looked for.  Caller frees. */
+char *cm_config_default_state_dir(void);
+/* mkdir -p: the missing parents 0755, `path` itself `mode` (as the state
+ * dir is made at load). */
+void cm_mkdir_p(const char *path, mode_t mode);
 
 /* Setters used by command-line flags (highest precedence). */
 int cm_config_set_toolsets(cm_config *cfg, const char *list, cm_err *err);

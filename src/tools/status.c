@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "tools/common.h"
 #include "tools/tools.h"
 #include "tools/workbench.h"
 #include "util/cleanup.h"
@@ -115,3 +116,32 @@ static const cm_tool_handler handlers[] = {
 };
 
 const cm_tool_family cm_tools_status = {__FILE__, handlers, ARRAY_SIZE(handlers)};
+
+/* `daemon status`: the containers this server manages that are running now
+ * (session sandboxes and run_container's), counted and listed by id and
+ * name; the backend's own list, so it is what exists, not what we think. */
+json_t *cm_daemon_sandboxes_json(cm_app *app) {
+        cm_container_info *all = NULL;
+        size_t n = 0;
+        cm_err err = CM_ERR_INIT;
+        json_t *list = json_array(), *doc;
+        const char *backend = NULL;
+        for (size_t i = 0; i < app->n_backends; i++)
+                if (app->backends[i] == app->active)
+                        backend = cm_backends[i]->name;
+        if (app->active && app->active->ops->list(app->active, false, &all, &n, &err) == 0) {
+                for (size_t i = 0; i < n; i++) {
+                        if (cm_container_managed(&all[i]) && all[i].state && strcmp(all[i].state, "running") == 0)
+                                json_array_append_new(list, json_pack("{s:s, s:s?}", "id", all[i].id, "name",
+                                                                      all[i].name));
+                        cm_container_info_clear(&all[i]);
+                }
+                free(all);
+        }
+        doc = json_pack("{s:s?, s:I}", "backend", backend, "sandboxCount",
+                        (json_int_t)json_array_size(list));
+        (void)json_object_set_new(doc, "sandboxes", list);
+        if (err.code)
+                (void)json_object_set_new(doc, "sandboxError", json_string(err.msg));
+        return doc;
+}

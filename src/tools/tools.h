@@ -82,5 +82,8 @@ int cm_tools_register_defs(mcp_server *srv, const cm_config *cfg, const json_t *
 
 /* The system_status document, also printed by `container-mcp status`. */
 json_t *cm_status_json(cm_app *app, const char *protocol_version);
+/* What `daemon status` shows of the tools layer: the running managed
+ * containers (backend, sandboxCount, sandboxes [{id, name}]). */
+json_t *cm_daemon_sandboxes_json(cm_app *app);
 
 #endif

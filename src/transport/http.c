@@ -30,6 +30,7 @@
 #include "transport/http_listen.h"
 #include "transport/http_token.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 #define DEFAULT_MAX_SESSIONS 1024
@@ -240,6 +241,33 @@ static enum MHD_Result status_page(http_req *r, struct MHD_Connection *c, const 
         return http_queue(c, MHD_HTTP_OK, resp);
 }
 
+/* GET /status: what `container-mcp daemon status` shows, as JSON: the
+ * process, its age, its sessions, and what the layer above adds (the
+ * sandboxes).  Behind the token like every route, on the Unix socket only;
+ * it names no session id. */
+static enum MHD_Result status_json(http_req *r, struct MHD_Connection *c, const char *method) {
+        cm_http *h = r->l->h;
+        cleanup_json json_t *doc = NULL;
+        char *body;
+        if (strcmp(method, "GET") != 0)
+                return http_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, MCP_INVALID_REQUEST,
+                                  "%.20s /status is not supported: GET it", method);
+        doc = h->opts->status ? h->opts->status(h->opts->status_arg) : NULL;
+        if (!doc)
+                doc = json_object();
+        (void)json_object_set_new(doc, "pid", json_integer((json_int_t)getpid()));
+        (void)json_object_set_new(doc, "version", json_string(CM_VERSION));
+        (void)json_object_set_new(doc, "uptimeSec", json_integer((json_int_t)((cm_now_ms() - h->started_ms) / 1000)));
+        (void)json_object_set_new(doc, "sessions", json_integer((json_int_t)http_sessions_count(h->sessions)));
+        (void)json_object_set_new(doc, "sessionLimit", json_integer((json_int_t)http_sessions_max(h->sessions)));
+        if (h->opts->socket_path)
+                (void)json_object_set_new(doc, "socket", json_string(h->opts->socket_path));
+        body = json_dumps(doc, JSON_COMPACT);
+        if (!body)
+                return MHD_NO;
+        return http_queue(c, MHD_HTTP_OK, http_json_response(body, strlen(body)));
+}
+
 /* ---- libmicrohttpd callbacks ------------------------------------------------ */
 
 static enum MHD_Result begin(http_req *r, struct MHD_Connection *c, const char *url, const char *method) {
@@ -272,6 +300,11 @@ static enum MHD_Result begin(http_req *r, struct MHD_Connection *c, const char *
         }
         if (strcmp(url, "/") == 0)
                 return status_page(r, c, method);
+        /* The Unix socket only: it is 0600, so its peers are the operator's
+         * own processes.  Token holders on TCP are clients, and the list of
+         * every session's containers is not theirs to read. */
+        if (strcmp(url, "/status") == 0 && !r->l->check_host)
+                return status_json(r, c, method);
         return http_error(c, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST,
                           "no such path \"%s\": the MCP endpoint is /mcp (Streamable HTTP); /sse and /messages "
                           "serve the legacy HTTP+SSE transport",
@@ -534,7 +567,7 @@ static int check_origins(const char *const *list, cm_err *err) {
 }
 
 int cm_http_serve(mcp_server *srv, const cm_http_opts *opts, cm_err *err) {
-        cm_http h = {.srv = srv, .opts = opts, .max_msg = mcp_server_max_message(srv)};
+        cm_http h = {.srv = srv, .opts = opts, .max_msg = mcp_server_max_message(srv), .started_ms = cm_now_ms()};
         listeners ls = {0};
         http_sess_limits lim;
         int64_t ka;

@@ -44,6 +44,7 @@ typedef struct cm_http {
         char *token_path;        /* that file */
         int64_t stream_after_ms; /* a call still running then is answered with an event stream */
         atomic_int answering;    /* requests whose answer is a call or a stream, not yet completed */
+        int64_t started_ms;      /* cm_now_ms() at start: /status's uptime */
 } cm_http;
 
 /* One listening socket and its daemon. */

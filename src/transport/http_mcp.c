@@ -60,6 +60,27 @@ static void stream_closed(cm_sse *q, void *arg) {
         http_sess_unref(e);
 }
 
+/* The stream of a session opened with SESSION_ENDS_HEADER: its close ends
+ * the session, as a DELETE would.  `container-mcp proxy` asks for this, so
+ * a proxy killed with SIGKILL (which sends no DELETE) leaves no session,
+ * and no session sandbox, to wait for the idle timeout: its socket closes
+ * with it and the stream watcher sees the hang-up. */
+static void bound_stream_closed(cm_sse *q, void *arg) {
+        http_sess *e = arg;
+        http_sess_detach(e, q);
+        (void)http_sess_drop(e);
+        http_sess_unref(e);
+}
+
+/* A client's choice for its own session only (the id is the credential):
+ * it can shorten the session's life, never lengthen it or touch another. */
+#define SESSION_ENDS_HEADER "Container-MCP-Session-Ends"
+
+static bool ends_with_stream(struct MHD_Connection *c) {
+        const char *v = http_header(c, SESSION_ENDS_HEADER);
+        return v && strcmp(v, "with-stream") == 0;
+}
+
 static enum MHD_Result open_stream(http_req *r, struct MHD_Connection *c) {
         cm_sse *q = cm_sse_new(c, http_conn_fd(c), CM_SSE_SESSION);
         struct MHD_Response *resp;
@@ -70,7 +91,7 @@ static enum MHD_Result open_stream(http_req *r, struct MHD_Connection *c) {
                                   "it, or close it before opening another");
         }
         http_sess_ref(r->e);
-        cm_sse_on_close(q, stream_closed, r->e);
+        cm_sse_on_close(q, ends_with_stream(c) ? bound_stream_closed : stream_closed, r->e);
         resp = cm_sse_response(q);
         cm_sse_unref(q);
         return http_queue(c, MHD_HTTP_OK, resp);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "mcp/mcp.h"
+#include "util/json.h"
 #include "util/err.h"
 
 typedef struct cm_http_opts {
@@ -29,6 +30,10 @@ typedef struct cm_http_opts {
         unsigned stream_after_ms; /* a call still running then is answered as an event stream; 0: 1000 */
         unsigned keepalive_ms;    /* a quiet event stream gets a comment this often; 0: 15000 */
         unsigned replay_sec;      /* a request stream's events are kept this long after it ends; 0: 300 */
+        /* GET /status adds what this returns (a JSON object, taken over) to
+         * the transport's own figures; NULL: the transport's alone. */
+        json_t *(*status)(void *arg);
+        void *status_arg;
 } cm_http_opts;
 
 /* MCP over newline-delimited JSON on in_fd/out_fd.  Returns 0 at EOF or on a
