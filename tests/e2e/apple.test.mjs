@@ -95,13 +95,22 @@ describe('apple backend against the fake CLI', () => {
     }, { CONTAINER_MCP_APPLE_CLI: undefined, PATH: `${bin}:${process.env.PATH}` });
   });
 
-  test('not chosen by default off macOS, even with the CLI on PATH', T, async () => {
+  test('not chosen by default off macOS, even with the CLI working and no other backend usable', T, async () => {
     const f = fake();
-    const s = await stdioClient({ args: ['serve'], env: f.env });
+    // Native without a state dir and Docker without an engine: unusable, so
+    // only the platform rule keeps the apple backend from being picked.
+    const s = await stdioClient({
+      args: ['serve'],
+      env: { ...f.env, CONTAINER_MCP_STATE_DIR: '/proc/cmcp-no-state', DOCKER_HOST: 'unix:///nonexistent/docker.sock', CONTAINER_MCP_DOCKER_HOST: undefined },
+    });
     try {
       const st = ok(await call(s, 'system_status', {}));
-      assert.notEqual(st.activeBackend, 'apple');
-      assert.equal(st.backends.find((b) => b.name === 'apple').active, false);
+      const apple = st.backends.find((b) => b.name === 'apple');
+      assert.equal(apple.available, true, `the fake CLI works: ${apple.reason}`);
+      assert.equal(apple.active, false);
+      assert.equal(st.activeBackend, null, 'nothing is active: the apple backend is used off macOS only when chosen');
+      refused(await call(s, 'run_container', { image: 'alpine', command: ['id'] }), /no container backend is available/);
+      assert.ok(!f.calls().some((a) => a[0] === 'run'));
     } finally {
       await s.close().finally(() => s.kill());
     }
