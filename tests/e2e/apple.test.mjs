@@ -190,7 +190,13 @@ describe('apple backend against the fake CLI', () => {
       assert.deepEqual(doc.argv, ['sleep', '120']);
       assert.equal(ok(await call(s, 'inspect_container', { container: 'net1' })).network, true);
       assert.ok(f.calls().some((a) => a.join(' ') === 'inspect web1'));
-      for (const id of ['web1', 'net1']) ok(await call(s, 'remove_container', { container: id, force: true }));
+      // hostPort 0: a free port picked on 127.0.0.1, published there, reported back from inspect.
+      const pub = ok(await call(s, 'run_container', { image: 'alpine', name: 'pub1', network: true, ports: [{ containerPort: 80 }], command: ['sleep', '120'] }));
+      const spec = f.calls().filter((a) => a[0] === 'run').at(-1);
+      const m = /^127\.0\.0\.1:(\d+):80\/tcp$/.exec(spec[spec.indexOf('--publish') + 1]);
+      assert.ok(m && Number(m[1]) > 0, JSON.stringify(spec));
+      assert.deepEqual(pub.ports, [{ hostIp: '127.0.0.1', hostPort: Number(m[1]), containerPort: 80, protocol: 'tcp' }]);
+      for (const id of ['web1', 'net1', 'pub1']) ok(await call(s, 'remove_container', { container: id, force: true }));
     });
   });
 

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "backend/apple/internal.h"
@@ -36,13 +38,37 @@ static char *printed_id(char *out) {
         return line ? xstrdup(line + strspn(line, " \t")) : NULL;
 }
 
+/* A free port on 127.0.0.1 for hostPort 0: Apple's --publish needs one.
+ * The kernel picks it; another process may take it before the VM binds,
+ * and then `container run` fails and says so. */
+static int free_port(int type, uint16_t *ret, cm_err *err) {
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof sa;
+        cleanup_close int fd = socket(AF_INET, type, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+            getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+                return cm_err_sys(err, errno, "cannot find a free port on 127.0.0.1 for hostPort 0");
+        *ret = ntohs(sa.sin_port);
+        return 0;
+}
+
 int apple_run(cm_backend *b, const cm_run_spec *spec, char **ret_id, cm_err *err) {
         apple *a = (apple *)b;
         cleanup_free char *cli = apple_find_cli(err);
+        cleanup_free cm_port *ports = spec->n_ports ? xcalloc(spec->n_ports, sizeof *ports) : NULL;
+        cm_run_spec s = *spec;
         apple_argv argv = {0};
         cm_exec_result r = {0};
         int ret = -1;
-        if (!cli || apple_run_argv(cli, spec, spec->name, true, &argv, err) < 0)
+        for (size_t i = 0; i < spec->n_ports; i++) {
+                ports[i] = spec->ports[i];
+                if (!ports[i].host_port &&
+                    free_port(ports[i].protocol && strcmp(ports[i].protocol, "udp") == 0 ? SOCK_DGRAM : SOCK_STREAM,
+                              &ports[i].host_port, err) < 0)
+                        return -1;
+        }
+        s.ports = ports;
+        if (!cli || apple_run_argv(cli, &s, spec->name, true, &argv, err) < 0)
                 return -1;
         if (apple_run_cli(a, &argv, "run", 1 << 16, NULL, a->timeout_ms * (PULL_FACTOR - 1), &r, err) == 0) {
                 *ret_id = printed_id(r.out);
