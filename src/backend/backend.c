@@ -4,18 +4,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/apple/apple.h"
 #include "backend/docker/docker.h"
 #include "backend/native/native.h"
 
 static cm_backend *open_native(void) { return cm_native_open(); }
 static cm_backend *open_docker(void) { return cm_docker_open(); }
+static cm_backend *open_apple(void) { return cm_apple_open(); }
 
 static const cm_backend_entry native_entry = {
         "native", "built-in Linux runtime: namespaces, cgroups, seccomp; no daemon", open_native};
 static const cm_backend_entry docker_entry = {
         "docker", "Docker Engine API (Docker or Podman) over a Unix socket", open_docker};
 
-const cm_backend_entry *const cm_backends[] = {&native_entry, &docker_entry, NULL};
+/* Built everywhere (its tests run here against a fake CLI), picked by
+ * default only on macOS, where Apple's CLI exists. */
+static const cm_backend_entry apple_entry = {
+        "apple", "Apple's container CLI (macOS 26, Apple silicon): one VM per container", open_apple,
+#ifdef __APPLE__
+        false,
+#else
+        true,
+#endif
+};
+
+const cm_backend_entry *const cm_backends[] = {&native_entry, &docker_entry, &apple_entry, NULL};
 
 const cm_backend_entry *cm_backend_find(const char *name) {
         for (size_t i = 0; name && cm_backends[i]; i++)

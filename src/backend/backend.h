@@ -225,6 +225,10 @@ typedef struct cm_backend_ops {
         /* rename(2) inside the container; onto an existing directory the
          * source moves inside it.  Across file systems: EXDEV. */
         int (*file_move)(cm_backend *b, const char *id, const char *src, const char *dst, cm_err *err);
+        /* Start the engine's system service when it is stopped (optional:
+         * Apple's `container system start`, for system_status's `start`).
+         * *ret_started: it was stopped and is now started. */
+        int (*service_start)(cm_backend *b, bool *ret_started, cm_err *err);
         void (*free)(cm_backend *b);
 } cm_backend_ops;
 
@@ -240,6 +244,9 @@ typedef struct cm_backend_entry {
         /* Build the backend; never fails (an unavailable engine reports so in
          * status()). */
         cm_backend *(*open)(void);
+        /* Used only when chosen (--backend, CONTAINER_MCP_BACKEND), never as
+         * the first available: the apple backend off macOS. */
+        bool only_when_chosen;
 } cm_backend_entry;
 
 extern const cm_backend_entry *const cm_backends[];

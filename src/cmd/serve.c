@@ -39,7 +39,7 @@ static void serve_help(void) {
                "                          env CONTAINER_MCP_ALLOWED_CONTAINERS)\n"
                "  --toolsets LIST         tool families, comma-separated: containers, images, sandbox,\n"
                "                          files, codex, web, diagnostics, or all (env CONTAINER_MCP_TOOLSETS)\n"
-               "  --backend NAME          native or docker (env CONTAINER_MCP_BACKEND; default: the first\n"
+               "  --backend NAME          native, docker or apple (env CONTAINER_MCP_BACKEND; default: the first\n"
                "                          that works here)\n"
                "  --page-size N           tools per tools/list page (env CONTAINER_MCP_PAGE_SIZE; 100)\n"
                "  --max-message-bytes N   largest accepted message (env CONTAINER_MCP_MAX_MESSAGE_BYTES;\n"

@@ -27,13 +27,15 @@ int cm_app_open(cm_app *app, cm_config *cfg, cm_err *err) {
         if (getrandom(app->owner_key, sizeof app->owner_key, 0) != (ssize_t)sizeof app->owner_key)
                 return cm_err_sys(err, errno, "cannot draw the key of the session owner label from getrandom");
         if (cfg->backend && !cm_backend_find(cfg->backend))
-                return cm_err_set(err, EINVAL, "unknown backend \"%s\"; choose native or docker", cfg->backend);
+                return cm_err_set(err, EINVAL, "unknown backend \"%s\"; choose native, docker or apple", cfg->backend);
         for (size_t i = 0; i < app->n_backends; i++) {
                 cm_backend_status st;
                 app->backends[i] = cm_backends[i]->open();
                 if (app->active)
                         continue;
                 if (cfg->backend && strcmp(cfg->backend, cm_backends[i]->name) != 0)
+                        continue;
+                if (!cfg->backend && cm_backends[i]->only_when_chosen)
                         continue;
                 app->backends[i]->ops->status(app->backends[i], &st);
                 /* A chosen backend is used even when unavailable: its tools then

@@ -95,16 +95,49 @@ static char *status_text(const json_t *st) {
         return text;
 }
 
+/* `start: true` (the first seed's): start the active backend's system
+ * service when it has one and it is stopped.  What happened is the
+ * `service` member; a failure is reported there, next to the status that
+ * says why, rather than instead of it. */
+static json_t *service_start(cm_app *app) {
+        cm_backend *b = app->active;
+        cm_err err = CM_ERR_INIT;
+        bool started = false;
+        if (!b)
+                return json_pack("{s:n, s:s, s:s}", "backend", "state", "failed", "message",
+                                 "no container backend is active; see backends for why");
+        if (!b->ops->service_start)
+                return json_pack("{s:s, s:s, s:s}", "backend", b->ops->name, "state", "none", "message",
+                                 "this backend has no system service to start");
+        if (b->ops->service_start(b, &started, &err) < 0)
+                return json_pack("{s:s, s:s, s:s}", "backend", b->ops->name, "state", "failed", "message", err.msg);
+        return json_pack("{s:s, s:s, s:s}", "backend", b->ops->name, "state", started ? "started" : "running",
+                         "message", started ? "container system service started" : "running");
+}
+
 static int system_status(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         cm_app *app = cm_call_app(call);
         cleanup_free char *sandbox = cm_workbench_id(call);
+        json_t *service = NULL;
+        /* Before the status, so the status shows the service as it is now. */
+        if (json_is_true(json_object_get(args, "start"))) {
+                if (cm_tool_writable(call, "system_status with start: true", err) < 0)
+                        return -1;
+                service = service_start(app);
+        }
         *ret = cm_status_json(app, mcp_session_version(mcp_call_session(call)));
+        if (service)
+                (void)json_object_set_new(*ret, "service", service);
         /* The calling session's sandbox, null until a sandbox or file tool
          * made one (and again after it was removed). */
         (void)json_object_set_new(*ret, "sessionSandbox", sandbox ? json_string(sandbox) : json_null());
         {
                 cleanup_free char *text = status_text(*ret);
-                *ret_text = xasprintf("%ssession sandbox: %s\n", text ? text : "",
+                const json_t *sv = json_object_get(*ret, "service");
+                cleanup_free char *svc = sv ? xasprintf("service (%s): %s\n", cm_json_str(sv, "state"),
+                                                        cm_json_str(sv, "message"))
+                                            : xstrdup("");
+                *ret_text = xasprintf("%s%ssession sandbox: %s\n", svc, text ? text : "",
                                       sandbox ? sandbox : "none yet (made by the first sandbox or file tool call)");
         }
         return 0;

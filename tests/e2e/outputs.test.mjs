@@ -29,6 +29,11 @@ const open = () => stdioClient({ args: ['serve', ...DIAG], env: ENV });
 // a check of the result's content beyond its schema.
 const cases = [
   { name: 'system_status', args: () => ({}) },
+  {
+    name: 'system_status', shape: 'start',
+    args: () => ({ start: true }),
+    expect: (r) => assert.equal(r.service.backend, r.activeBackend),
+  },
   { name: 'echo', args: () => ({ text: 'hi' }), expect: (r) => assert.equal(r.text, 'hi') },
   { name: 'sleep', args: () => ({ ms: 20, steps: 2 }), expect: (r) => assert.equal(r.cancelled, false) },
   {
