@@ -36,65 +36,67 @@
  * permanent generation (gc.get_freeze_count()). */
 #include "tools/python.h"
 
-#define SHARED \
-        "import json,os,signal,sys,traceback\n" \
-        "def run(code,lim,cap,fo,fe,fr):\n" \
-        " nul=os.open('/dev/null',os.O_RDONLY);os.dup2(nul,0);os.dup2(fo,1);os.dup2(fe,2)\n" \
-        " os.close(nul);os.close(fo);os.close(fe)\n" \
-        " import resource\n" \
-        " resource.setrlimit(resource.RLIMIT_AS,(lim,lim))\n" \
-        " g={'__name__':'__main__','__builtins__':__builtins__};d={'ok':True}\n" \
-        " try:\n" \
-        "  exec(compile(code,'<code>','exec'),g)\n" \
-        " except SystemExit as e:\n" \
-        "  d['ok']=e.code is None or e.code==0\n" \
-        "  if not d['ok']:print('SystemExit: %r'%(e.code,),file=sys.stderr)\n" \
-        " except BaseException as e:\n" \
-        "  d['ok']=False\n" \
-        "  traceback.print_exception(type(e),e,e.__traceback__.tb_next)\n" \
-        " try:sys.stdout.flush();sys.stderr.flush()\n" \
-        " except BaseException:pass\n" \
-        " if '_' in g:\n" \
-        "  v=g['_']\n" \
-        "  try:d['json']=json.dumps(v,allow_nan=False)\n" \
-        "  except BaseException:\n" \
-        "   try:d['repr']=repr(v)\n" \
-        "   except BaseException:d['repr']='<repr failed>'\n" \
-        "  if len(d.get('json',d.get('repr','')))>cap:d.pop('json',0);d.pop('repr',0);d['big']=True\n" \
-        " os.write(fr,json.dumps(d).encode())\n" \
-        " os._exit(0)\n" \
-        "def rd(fd,cap):\n" \
-        " n=os.lseek(fd,0,os.SEEK_END);return os.pread(fd,min(n,cap),0),n>cap\n" \
-        "def report(fo,fe,fr,cap,late,st):\n" \
-        " o,ot=rd(fo,cap);e,et=rd(fe,cap);r,_x=rd(fr,cap*8)\n" \
-        " doc={'output':o.decode('utf-8','replace'),'error':e.decode('utf-8','replace'),'truncated':ot or et}\n" \
-        " d=json.loads(r) if r else None\n" \
-        " if late:doc['timed_out']=True\n" \
-        " elif d is None:doc['error']+=('\\n' if doc['error'] and not doc['error'].endswith('\\n') else '')+('[the code ended the interpreter with exit status %d before finishing]'%os.WEXITSTATUS(st) if os.WIFEXITED(st) else '[the code was killed by signal %d (memory limit?)]'%os.WTERMSIG(st))\n" \
-        " doc['success']=bool(d and d['ok'] and not late)\n" \
-        " if d and 'json' in d:doc['result']=json.loads(d['json'])\n" \
-        " elif d and 'repr' in d:doc['result']=d['repr']\n" \
-        " elif d and d.get('big'):doc['error']+='[result: the value of _ is over %d bytes; not returned]\\n'%cap\n" \
+#define SHARED                                                                                                         \
+        "import json,os,signal,sys,traceback\n"                                                                        \
+        "def run(code,lim,cap,fo,fe,fr):\n"                                                                            \
+        " nul=os.open('/dev/null',os.O_RDONLY);os.dup2(nul,0);os.dup2(fo,1);os.dup2(fe,2)\n"                           \
+        " os.close(nul);os.close(fo);os.close(fe)\n"                                                                   \
+        " import resource\n"                                                                                           \
+        " resource.setrlimit(resource.RLIMIT_AS,(lim,lim))\n"                                                          \
+        " g={'__name__':'__main__','__builtins__':__builtins__};d={'ok':True}\n"                                       \
+        " try:\n"                                                                                                      \
+        "  exec(compile(code,'<code>','exec'),g)\n"                                                                    \
+        " except SystemExit as e:\n"                                                                                   \
+        "  d['ok']=e.code is None or e.code==0\n"                                                                      \
+        "  if not d['ok']:print('SystemExit: %r'%(e.code,),file=sys.stderr)\n"                                         \
+        " except BaseException as e:\n"                                                                                \
+        "  d['ok']=False\n"                                                                                            \
+        "  traceback.print_exception(type(e),e,e.__traceback__.tb_next)\n"                                             \
+        " try:sys.stdout.flush();sys.stderr.flush()\n"                                                                 \
+        " except BaseException:pass\n"                                                                                 \
+        " if '_' in g:\n"                                                                                              \
+        "  v=g['_']\n"                                                                                                 \
+        "  try:d['json']=json.dumps(v,allow_nan=False)\n"                                                              \
+        "  except BaseException:\n"                                                                                    \
+        "   try:d['repr']=repr(v)\n"                                                                                   \
+        "   except BaseException:d['repr']='<repr failed>'\n"                                                          \
+        "  if len(d.get('json',d.get('repr','')))>cap:d.pop('json',0);d.pop('repr',0);d['big']=True\n"                 \
+        " os.write(fr,json.dumps(d).encode())\n"                                                                       \
+        " os._exit(0)\n"                                                                                               \
+        "def rd(fd,cap):\n"                                                                                            \
+        " n=os.lseek(fd,0,os.SEEK_END);return os.pread(fd,min(n,cap),0),n>cap\n"                                       \
+        "def report(fo,fe,fr,cap,late,st):\n"                                                                          \
+        " o,ot=rd(fo,cap);e,et=rd(fe,cap);r,_x=rd(fr,cap*8)\n"                                                         \
+        " doc={'output':o.decode('utf-8','replace'),'error':e.decode('utf-8','replace'),'truncated':ot or et}\n"       \
+        " d=json.loads(r) if r else None\n"                                                                            \
+        " if late:doc['timed_out']=True\n"                                                                             \
+        " elif d is None:doc['error']+=('\\n' if doc['error'] and not doc['error'].endswith('\\n') else '')+('[the "   \
+        "code ended the interpreter with exit status %d before finishing]'%os.WEXITSTATUS(st) if os.WIFEXITED(st) "    \
+        "else '[the code was killed by signal %d (memory limit?)]'%os.WTERMSIG(st))\n"                                 \
+        " doc['success']=bool(d and d['ok'] and not late)\n"                                                           \
+        " if d and 'json' in d:doc['result']=json.loads(d['json'])\n"                                                  \
+        " elif d and 'repr' in d:doc['result']=d['repr']\n"                                                            \
+        " elif d and d.get('big'):doc['error']+='[result: the value of _ is over %d bytes; not returned]\\n'%cap\n"    \
         " return json.dumps(doc)\n"
 
-const char cm_python_wrapper[] = SHARED
-        "lim,cap,tmo=int(sys.argv[1]),int(sys.argv[2]),int(sys.argv[3])\n"
-        "code=sys.stdin.buffer.read().decode('utf-8','surrogateescape')\n"
-        "fo,fe,fr=os.memfd_create('output',0),os.memfd_create('error',0),os.memfd_create('result')\n"
-        "pid=os.fork()\n"
-        "if pid==0:run(code,lim,cap,fo,fe,fr)\n"
-        "late=[]\n"
-        "def alarm(*a):\n"
-        " late.append(1)\n"
-        " try:os.kill(pid,9)\n"
-        " except OSError:pass\n"
-        "signal.signal(signal.SIGALRM,alarm);signal.alarm(tmo)\n"
-        "while True:\n"
-        " try:st=os.waitpid(pid,0)[1];break\n"
-        " except InterruptedError:pass\n"
-        "signal.alarm(0)\n"
-        "sys.stdout.write(report(fo,fe,fr,cap,bool(late),st));sys.stdout.flush()\n"
-        "if late:signal.pause()\n";
+const char cm_python_wrapper[] =
+        SHARED "lim,cap,tmo=int(sys.argv[1]),int(sys.argv[2]),int(sys.argv[3])\n"
+               "code=sys.stdin.buffer.read().decode('utf-8','surrogateescape')\n"
+               "fo,fe,fr=os.memfd_create('output',0),os.memfd_create('error',0),os.memfd_create('result')\n"
+               "pid=os.fork()\n"
+               "if pid==0:run(code,lim,cap,fo,fe,fr)\n"
+               "late=[]\n"
+               "def alarm(*a):\n"
+               " late.append(1)\n"
+               " try:os.kill(pid,9)\n"
+               " except OSError:pass\n"
+               "signal.signal(signal.SIGALRM,alarm);signal.alarm(tmo)\n"
+               "while True:\n"
+               " try:st=os.waitpid(pid,0)[1];break\n"
+               " except InterruptedError:pass\n"
+               "signal.alarm(0)\n"
+               "sys.stdout.write(report(fo,fe,fr,cap,bool(late),st));sys.stdout.flush()\n"
+               "if late:signal.pause()\n";
 
 const char cm_python_zygote[] = SHARED
         "import ctypes,resource,select,socket,struct,time\n"

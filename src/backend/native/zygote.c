@@ -49,7 +49,7 @@
 #include "backend/native/linux.h"
 #include "util/cleanup.h"
 
-#define KILL_GRACE_MS 3000   /* a call's kill, before the zygote's */
+#define KILL_GRACE_MS 3000  /* a call's kill, before the zygote's */
 #define HELLO_WAIT_MS 60000 /* a new zygote's start-up, at most */
 
 struct zygote {
@@ -59,6 +59,7 @@ struct zygote {
         int conn; /* the init's connection for its exec: 'k' kills its tree */
         int refs; /* the list's and each call's; under n->zyg_lock */
         bool linked;
+        int64_t started_ms;
         pthread_mutex_t mu; /* held while waiting for its hello */
         bool ready;         /* under mu: it said hello */
         atomic_bool broken; /* it never did: not tried again */
@@ -125,6 +126,7 @@ static zygote *zyg_spawn(const nstate *s, const cm_exec_warm *w, char **envp) {
         z->key = xstrdup(w->key);
         z->ctl = take_fd(&sp[0]);
         z->conn = take_fd(&conn);
+        z->started_ms = cm_now_ms();
         (void)pthread_mutex_init(&z->mu, NULL);
 out:
         for (int i = 0; i < 2; i++) {
@@ -182,15 +184,19 @@ out:
         return ret;
 }
 
-/* Wait for its hello (once); false: it cannot serve this call. */
-static bool zyg_ready(zygote *z, const cm_cancel *cancel) {
+/* Wait for its hello (once), no longer than the call's own timeout;
+ * false: it cannot serve this call (which runs argv meanwhile). */
+static bool zyg_ready(zygote *z, int64_t timeout_ms, const cm_cancel *cancel) {
         bool ok;
         (void)pthread_mutex_lock(&z->mu);
         if (!z->ready && !atomic_load(&z->broken)) {
                 struct pollfd pf[2] = {{z->ctl, POLLIN, 0}, {cancel ? cancel->fd : -1, POLLIN, 0}};
-                int64_t until = cm_now_ms() + HELLO_WAIT_MS;
+                int64_t until = z->started_ms + HELLO_WAIT_MS;
                 char b = 0;
                 int k;
+
+                if (timeout_ms > 0 && cm_now_ms() + timeout_ms < until)
+                        until = cm_now_ms() + timeout_ms;
                 do
                         k = poll(pf, 2, (int)(until - cm_now_ms() > 0 ? until - cm_now_ms() : 0));
                 while (k < 0 && errno == EINTR);
@@ -200,8 +206,8 @@ static bool zyg_ready(zygote *z, const cm_cancel *cancel) {
                                 atomic_store(&z->broken, true);
                                 atomic_store(&z->dead, true);
                         }
-                } else if (k == 0) {
-                        /* Too slow to start: stop it, try again next time. */
+                } else if (k == 0 && cm_now_ms() >= z->started_ms + HELLO_WAIT_MS) {
+                        /* Stuck starting: stop it, a new one next time. */
                         atomic_store(&z->dead, true);
                         (void)send(z->conn, "k", 1, MSG_NOSIGNAL);
                 }
@@ -343,7 +349,7 @@ int zygote_exec(native *n, const nstate *s, const cm_exec_spec *spec, char **env
         z = zyg_get(n, s, spec->warm, envp);
         if (!z)
                 return 1;
-        if (zyg_ready(z, cancel))
+        if (zyg_ready(z, spec->timeout_ms, cancel))
                 r = zyg_call(z, spec->workdir ? spec->workdir : s->workdir, spec, cancel, ret, err);
         zyg_put(n, z);
         return r;
