@@ -15,10 +15,11 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { eventually, stdioClient, tmpDir } from './lib.mjs';
-import { alive, call, nativeBackend, ok, procsWith, refused } from './tools.mjs';
+import { AS_NOBODY, alive, call, nativeBackend, ok, procsWith, refused } from './tools.mjs';
 
 const T = { timeout: 120000 };
 const state = tmpDir('cmcp-zygote-state-');
@@ -39,10 +40,20 @@ before(async () => {
 });
 after(() => fs.rmSync(state, { recursive: true, force: true }));
 
+// A server run as nobody (rootless), with a state dir of its own.
+function openNobody() {
+  const dir = path.join(state, 'nobody');
+  fs.chmodSync(state, 0o755); // nobody walks through it to its own
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  fs.chownSync(dir, 65534, 65534);
+  return stdioClient({ args: ['serve'], wrap: AS_NOBODY, env: { CONTAINER_MCP_STATE_DIR: dir } });
+}
+
 describe('the warm python3 of a sandbox', () => {
-  test('calls are forked from one warm python3, and each starts from a fresh interpreter', T, async (t) => {
+  for (const [who, start] of [['root', () => open()], ['a server run as nobody', openNobody]])
+  test(`calls are forked from one warm python3, and each starts from a fresh interpreter (${who})`, T, async (t) => {
     if (skip) return t.skip(skip);
-    const s = await open();
+    const s = await start();
     try {
       const first = await parent(s);
       assert.deepEqual(first.argv, ['python3', '-c'], 'the code\'s parent is a python3 -c');
