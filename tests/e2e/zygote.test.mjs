@@ -62,7 +62,9 @@ describe('the warm python3 of a sandbox', () => {
       // ... is gone in the next call, forked from the same process.
       const seen = ok(await py(s, "import sys, json, builtins\n_ = [hasattr(sys, 'foo'), hasattr(json, 'foo'), hasattr(builtins, 'bar'), 'x' in globals()]"));
       assert.deepEqual(seen.result, [false, false, false, false], 'a call saw what the previous one changed');
-      // A module of the working directory, changed on disk, is read afresh.
+      // A module of the working directory, changed on disk, is read afresh
+      // (to another size: a .pyc is checked by mtime and size, and both
+      // writes may fall in one second).
       ok(await call(s, 'file_write', { path: 'mod.py', content: 'v = 1\n' }));
       assert.equal(ok(await py(s, 'import mod\n_ = mod.v')).result, 1);
       ok(await call(s, 'file_write', { path: 'mod.py', content: 'v = 22\n' }));
