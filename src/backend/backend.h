@@ -74,7 +74,22 @@ typedef struct cm_exec_spec {
         size_t stdin_len;
         int64_t timeout_ms;
         size_t output_cap;
+        /* Optional: a warm process to serve this exec instead of starting
+         * argv afresh.  Backends without one (and the native one when it
+         * cannot use it) run argv; the result must be the same either way. */
+        const struct cm_exec_warm *warm;
 } cm_exec_spec;
+
+/* A warm process kept in a container, one per container and key, started
+ * with argv on the first exec that names it.  It takes one request per
+ * exec: the working directory and `args`, with the exec's stdin, stdout
+ * and stderr, on the protocol of src/backend/native/zygote.c.  Everything
+ * that runs there holds what an exec holds and nothing more. */
+typedef struct cm_exec_warm {
+        const char *key;
+        char *const *argv; /* NULL-terminated */
+        char *const *args; /* NULL-terminated: this exec's request */
+} cm_exec_warm;
 
 /* Result of run-to-completion and exec. */
 typedef struct cm_exec_result {

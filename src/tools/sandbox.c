@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "policy/cmdline.h"
+#include "tools/python.h"
 #include "tools/workbench.h"
 #include "util/cleanup.h"
 
@@ -125,72 +126,6 @@ static int system_run_command(mcp_call *call, json_t *args, json_t **ret, char *
 
 /* ---- system_run_python ---------------------------------------------------- */
 
-/* The wrapper, run as python3 -c WRAPPER LIMIT CAP TIMEOUT with the code on
- * stdin.  A child runs the code with stdout and stderr on two memfds and
- * writes `_` (as JSON, else its repr) to a third, close-on-exec one that
- * nothing the code prints reaches; the parent waits for it, reads the
- * three and prints one JSON document, the only thing on the exec's
- * stdout.  Output survives an os._exit or a crash of the code; on timeout
- * the parent kills the child, prints what it has and waits for the exec's
- * timeout to kill the whole tree. */
-static const char python_wrapper[] =
-        "import json,os,signal,sys,traceback\n"
-        "lim,cap,tmo=int(sys.argv[1]),int(sys.argv[2]),int(sys.argv[3])\n"
-        "code=sys.stdin.buffer.read().decode('utf-8','surrogateescape')\n"
-        "fo,fe,fr=os.memfd_create('output',0),os.memfd_create('error',0),os.memfd_create('result')\n"
-        "pid=os.fork()\n"
-        "if pid==0:\n"
-        " nul=os.open('/dev/null',os.O_RDONLY);os.dup2(nul,0);os.dup2(fo,1);os.dup2(fe,2)\n"
-        " os.close(nul);os.close(fo);os.close(fe)\n"
-        " import resource\n"
-        " resource.setrlimit(resource.RLIMIT_AS,(lim,lim))\n"
-        " g={'__name__':'__main__','__builtins__':__builtins__};d={'ok':True}\n"
-        " try:\n"
-        "  exec(compile(code,'<code>','exec'),g)\n"
-        " except SystemExit as e:\n"
-        "  d['ok']=e.code is None or e.code==0\n"
-        "  if not d['ok']:print('SystemExit: %r'%(e.code,),file=sys.stderr)\n"
-        " except BaseException as e:\n"
-        "  d['ok']=False\n"
-        "  traceback.print_exception(type(e),e,e.__traceback__.tb_next)\n"
-        " try:sys.stdout.flush();sys.stderr.flush()\n"
-        " except BaseException:pass\n"
-        " if '_' in g:\n"
-        "  v=g['_']\n"
-        "  try:d['json']=json.dumps(v,allow_nan=False)\n"
-        "  except BaseException:\n"
-        "   try:d['repr']=repr(v)\n"
-        "   except BaseException:d['repr']='<repr failed>'\n"
-        "  if len(d.get('json',d.get('repr','')))>cap:d.pop('json',0);d.pop('repr',0);d['big']=True\n"
-        " os.write(fr,json.dumps(d).encode())\n"
-        " os._exit(0)\n"
-        "late=[]\n"
-        "def alarm(*a):\n"
-        " late.append(1)\n"
-        " try:os.kill(pid,9)\n"
-        " except OSError:pass\n"
-        "signal.signal(signal.SIGALRM,alarm);signal.alarm(tmo)\n"
-        "while True:\n"
-        " try:st=os.waitpid(pid,0)[1];break\n"
-        " except InterruptedError:pass\n"
-        "signal.alarm(0)\n"
-        "def rd(fd,cap):\n"
-        " n=os.lseek(fd,0,os.SEEK_END);return os.pread(fd,min(n,cap),0),n>cap\n"
-        "o,ot=rd(fo,cap);e,et=rd(fe,cap);r,_x=rd(fr,cap*8)\n"
-        "doc={'output':o.decode('utf-8','replace'),'error':e.decode('utf-8','replace'),'truncated':ot or et}\n"
-        "d=json.loads(r) if r else None\n"
-        "if late:doc['timed_out']=True\n"
-        "elif d is None:doc['error']+=('\\n' if doc['error'] and not doc['error'].endswith('\\n') else '')+"
-        "('[the code ended the interpreter with exit status %d before finishing]'%os.WEXITSTATUS(st) if "
-        "os.WIFEXITED(st) "
-        "else '[the code was killed by signal %d (memory limit?)]'%os.WTERMSIG(st))\n"
-        "doc['success']=bool(d and d['ok'] and not late)\n"
-        "if d and 'json' in d:doc['result']=json.loads(d['json'])\n"
-        "elif d and 'repr' in d:doc['result']=d['repr']\n"
-        "elif d and d.get('big'):doc['error']+='[result: the value of _ is over %d bytes; not returned]\\n'%cap\n"
-        "sys.stdout.write(json.dumps(doc));sys.stdout.flush()\n"
-        "if late:signal.pause()\n";
-
 /* The wrapper's document, checked; NULL when it is not one (the exec's
  * tree was killed before it printed, python3 failed to start). */
 static json_t *python_doc(const cm_exec_result *res) {
@@ -257,14 +192,19 @@ static int system_run_python(mcp_call *call, json_t *args, json_t **ret, char **
         cleanup_free char *lim = xasprintf("%lld", (long long)cfg->python_memory);
         cleanup_free char *cap = xasprintf("%zu", OUTPUT_CAP);
         cleanup_free char *tmo = NULL;
-        char *argv[] = {(char *)"python3", (char *)"-c", (char *)python_wrapper, lim, cap, NULL, NULL};
+        char *argv[] = {(char *)"python3", (char *)"-c", (char *)cm_python_wrapper, lim, cap, NULL, NULL};
+        /* A warm interpreter of the container serves the call when it can
+         * (python.c): the same document, without python3's start-up. */
+        static char *const zygote_argv[] = {(char *)"python3", (char *)"-c", (char *)cm_python_zygote, NULL};
+        cm_exec_warm warm = {"python3", zygote_argv, argv + 3};
         /* room for the wrapper's JSON of two capped streams, escapes included */
         cm_exec_spec spec = {.argv = argv,
                              .argc = 6,
                              .workdir = wd,
                              .output_cap = 16 * OUTPUT_CAP,
                              .stdin_data = code,
-                             .stdin_len = strlen(code)};
+                             .stdin_len = strlen(code),
+                             .warm = &warm};
         cm_exec_result res = {0};
         target t = {0};
         int64_t timeout_ms;

@@ -423,7 +423,9 @@ int native_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const c
         for (size_t i = 0; i < spec->argc; i++)
                 argv[i] = spec->argv[i];
         envp = native_env_merge(s.env, spec->env, spec->n_env);
-        r = exec_init(&s, spec, argv, envp, cancel, ret, err);
+        r = spec->warm ? zygote_exec(n, &s, spec, envp, cancel, ret, err) : 1;
+        if (r == 1)
+                r = exec_init(&s, spec, argv, envp, cancel, ret, err);
         if (r == 1)
                 r = exec_setns(n, &s, spec, argv, envp, cancel, ret, err);
         if (r < 0)

@@ -301,6 +301,8 @@ typedef struct native {
         char *srv_tag;     /* srv-<pid>-<start>: cgroups of our run_waits */
         struct native_pool *pool;
         bool pool_tried; /* pool_start ran (under lock) */
+        pthread_mutex_t zyg_lock;  /* the warm processes (zygote.c) */
+        struct zygote *zygotes;
 } native;
 
 /* ns_user.c: a namespace mapping host uid:gid to the sandbox's root (a
@@ -488,6 +490,11 @@ typedef struct pump_target {
         int pidfd; /* the process whose exit ends the run */
         void (*kill)(void *ctx);
         void *ctx;
+        /* Optional: called once when the run has not ended grace_ms after
+         * kill (a killer inside the sandbox, which the sandbox's code can
+         * stop, gets a backstop outside it). */
+        void (*kill_hard)(void *ctx);
+        int64_t grace_ms;
 } pump_target;
 
 typedef struct pump_io {
@@ -714,5 +721,15 @@ int read_file_at(int dir, const char *path, char *buf, size_t size);
 int write_file(const char *path, const char *text);
 /* child-safe (no allocation): open with flags, write all of text, close. */
 int write_file_flags(const char *path, const char *text, int flags, unsigned mode);
+
+/* ---- warm processes (zygote.c) ---------------------------------------- */
+
+typedef struct zygote zygote;
+/* Serve an exec from the container's warm process of spec->warm (started
+ * on first use); 1 when it cannot (run argv as usual), else exec's result. */
+int zygote_exec(native *n, const nstate *s, const cm_exec_spec *spec, char **envp, const cm_cancel *cancel,
+                cm_exec_result *ret, cm_err *err);
+/* The container is gone (id NULL: every container, at free). */
+void zygote_drop(native *n, const char *id);
 
 #endif

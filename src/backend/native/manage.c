@@ -104,6 +104,7 @@ int native_remove(cm_backend *b, const char *id, bool force, cm_err *err) {
                 return r;
         }
         state_kill_init(&s);
+        zygote_drop(n, s.id);
         net_stop(&s.net);
         r = cg_destroy(&s.cg);
         state_delete(&s);

@@ -73,8 +73,8 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
         int fds[2] = {io->out_fd, io->err_fd};
         int in_fd = io->in_fd;
         size_t in_off = 0;
-        bool exited = false, killed = false, cancelled = false;
-        int64_t start = cm_now_ms(), exit_at = 0;
+        bool exited = false, killed = false, cancelled = false, hard = !t->kill_hard;
+        int64_t start = cm_now_ms(), exit_at = 0, hard_at = 0;
         int64_t deadline = io->timeout_ms > 0 ? start + io->timeout_ms : 0;
 
         for (int i = 0; i < 2; i++)
@@ -96,6 +96,11 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                         cancelled = !(deadline && now >= deadline);
                         t->kill(t->ctx);
                         killed = true;
+                        hard_at = now + t->grace_ms;
+                }
+                if (killed && !exited && !hard && now >= hard_at) {
+                        t->kill_hard(t->ctx);
+                        hard = true;
                 }
                 if (fds[0] >= 0)
                         idx_out = (int)n, pf[n++] = (struct pollfd){fds[0], POLLIN, 0};
@@ -112,6 +117,8 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                         wait = exit_at + LINGER_MS - now;
                 if (!killed && deadline && (wait < 0 || deadline - now < wait))
                         wait = deadline - now;
+                if (killed && !exited && !hard && (wait < 0 || hard_at - now < wait))
+                        wait = hard_at - now;
                 if (poll(pf, n, wait < 0 ? -1 : (int)wait) < 0) {
                         if (errno == EINTR)
                                 continue;
