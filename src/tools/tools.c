@@ -6,7 +6,8 @@
 #include "util/json.h"
 
 const cm_tool_family *const cm_tool_families[] = {&cm_tools_containers, &cm_tools_lifecycle, &cm_tools_copy, &cm_tools_files,
-                                                  &cm_tools_status, &cm_tools_sandbox, &cm_tools_diagnostics, NULL};
+                                                  &cm_tools_status, &cm_tools_sandbox, &cm_tools_dexec, &cm_tools_diagnostics,
+                                                  NULL};
 
 const cm_tool_handler *cm_tool_handler_find(const char *name) {
         for (size_t i = 0; name && cm_tool_families[i]; i++)

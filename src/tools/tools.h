@@ -56,6 +56,7 @@ extern const cm_tool_family cm_tools_files;       /* file_read, file_write, file
 extern const cm_tool_family cm_tools_status;      /* system_status */
 extern const cm_tool_family cm_tools_diagnostics; /* echo, sleep */
 extern const cm_tool_family cm_tools_sandbox;     /* system_run_command, system_run_python, system_env_var */
+extern const cm_tool_family cm_tools_dexec;       /* dexec (toolset codex) */
 
 /* Every family, NULL-terminated. */
 extern const cm_tool_family *const cm_tool_families[];
