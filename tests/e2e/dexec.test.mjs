@@ -19,7 +19,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { eventually, runCli, stdioClient, tmpDir } from './lib.mjs';
-import { call, nativeBackend, ok, procsWith, refused, relabelManaged } from './tools.mjs';
+import { AS_NOBODY, call, nativeBackend, ok, procsWith, refused, relabelManaged } from './tools.mjs';
 
 const T = { timeout: 120000 };
 const state = tmpDir('cmcp-dexec-state-');
@@ -370,6 +370,34 @@ describe('the run log', () => {
       assert.notEqual(bad.code, 0);
       assert.match(bad.stderr, /run log directory .*shared \(--runlog-dir\) is writable by others/);
     } finally {
+      fs.rmSync(base, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a server run as nobody', () => {
+  test('dexec runs; the run log is nobody\'s, 0600 in 0700', T, async (t) => {
+    if (skip) return t.skip(skip);
+    if (process.getuid() !== 0) return t.skip('needs root to run the server as nobody');
+    const base = tmpDir('cmcp-dexec-nobody-');
+    fs.chmodSync(base, 0o755);
+    const dir = path.join(base, 'state');
+    fs.mkdirSync(dir, { mode: 0o700 });
+    fs.chownSync(dir, 65534, 65534);
+    const s = await stdioClient({ args: ['serve'], wrap: AS_NOBODY, env: { CONTAINER_MCP_STATE_DIR: dir } });
+    try {
+      const id = await keeper(s);
+      const r = ok(await dexec(s, { container: id, command: 'id -u; echo err >&2' }, { meta: { threadId: 'nobody' } }));
+      assert.equal(r.preview, '0\nerr\n');
+      assert.equal(path.dirname(r.runlog), path.join(dir, 'runlog'));
+      for (const [f, mode] of [[r.runlog, 0o600], [path.dirname(r.runlog), 0o700]]) {
+        const st = fs.statSync(f);
+        assert.deepEqual([st.uid, st.mode & 0o777], [65534, mode], f);
+      }
+      assert.deepEqual(records(r.runlog).map((x) => [x.stdout, x.stderr]), [['0\n', 'err\n']]);
+      await call(s, 'remove_container', { container: id, force: true });
+    } finally {
+      await s.close().finally(() => s.kill());
       fs.rmSync(base, { recursive: true, force: true });
     }
   });
