@@ -183,7 +183,8 @@ describe('running', () => {
       let go;
       // the command waits for a file only a second call makes, once a
       // notification has counted its first output: no timing involved
-      const p = dexec(s, { container: id, command: 'printf abc; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo done' }, {
+      // (its timeout only ends a broken run sooner than the test's)
+      const p = dexec(s, { container: id, command: 'printf abc; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo done', timeout_sec: 60 }, {
         onprogress: (n) => {
           seen.push(n);
           if (!go && / 3 bytes of output/.test(n.message)) go = dexec(s, { container: id, command: 'touch /tmp/go' });
@@ -192,6 +193,7 @@ describe('running', () => {
       });
       const r = ok(await p);
       ok(await go);
+      assert.equal(r.timed_out, false, 'no notification counted the first output');
       assert.equal(r.preview, 'abcdone\n');
       assert.ok(seen.length >= 1);
       for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, 'progress must grow');
