@@ -192,8 +192,8 @@ describe('running', () => {
         resetTimeoutOnProgress: true,
       });
       const r = ok(await p);
-      ok(await go);
       assert.equal(r.timed_out, false, 'no notification counted the first output');
+      ok(await go);
       assert.equal(r.preview, 'abcdone\n');
       assert.ok(seen.length >= 1);
       for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, 'progress must grow');
