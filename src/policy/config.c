@@ -444,6 +444,10 @@ static int load_codex(cm_config *cfg, cm_err *err) {
              cfg->runlog_max_bytes > (1ll << 30)))
                 return cm_err_set(err, EINVAL,
                                   "CONTAINER_MCP_RUNLOG_MAX_BYTES=%s: expected a size from 4k to 1g, like 8m", v);
+        if ((v = getenv("CONTAINER_MCP_RUNLOG_MAX_TOTAL")) && *v &&
+            (cm_parse_size(v, &cfg->runlog_max_total) < 0 || cfg->runlog_max_total < (64 << 10)))
+                return cm_err_set(err, EINVAL,
+                                  "CONTAINER_MCP_RUNLOG_MAX_TOTAL=%s: expected a size of at least 64k, like 1g", v);
         if (env_uint("CONTAINER_MCP_DEXEC_PREVIEW_BYTES", 64, 1 << 20, &n, err) < 0)
                 return -EINVAL;
         cfg->dexec_preview_bytes = (unsigned)n;
@@ -640,6 +644,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->python_memory = 256 << 20;
         cfg->file_max_size_mb = 10;
         cfg->runlog_max_bytes = 8ll << 20;
+        cfg->runlog_max_total = 1ll << 30;
         cfg->dexec_preview_bytes = 4096;
         cfg->allowed_hosts = strv_new();
         cfg->allowed_mounts = strv_new();

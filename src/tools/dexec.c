@@ -216,6 +216,8 @@ static int open_log(mcp_call *call, run *rn, cm_err *err) {
         const cm_config *cfg = cm_call_app(call)->cfg;
         cleanup_free char *name = conversation(call, &rn->thread);
         cleanup_free char *file = cm_runlog_file_name(name, rn->time_ms);
+        if (cm_runlog_check_total(cfg->runlog_dir, cfg->runlog_max_total, err) < 0)
+                return -1;
         rn->fd = cm_runlog_open(cfg->runlog_dir, file, err);
         if (rn->fd < 0)
                 return -1;

@@ -2,6 +2,7 @@
  * whole-record appends (runlog.h). */
 #include "tools/runlog.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -125,6 +126,27 @@ int cm_runlog_open(const char *dir, const char *file, cm_err *err) {
                                   "it, or have the operator choose another --runlog-dir",
                                   dir, file);
         return take_fd(&fd);
+}
+
+int cm_runlog_check_total(const char *dir, int64_t max_total, cm_err *err) {
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        int64_t total = 0;
+        if (!d)
+                return cm_err_sys(err, errno, "run log directory %s cannot be read", dir);
+        while ((e = readdir(d))) {
+                struct stat st;
+                if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+                        total += st.st_size;
+        }
+        (void)closedir(d);
+        if (total < max_total)
+                return 0;
+        return cm_err_set(err, ENOSPC,
+                          "the run log directory %s holds %lld bytes, CONTAINER_MCP_RUNLOG_MAX_TOTAL allows %lld; "
+                          "nothing was run; have the operator remove old run log files or raise "
+                          "CONTAINER_MCP_RUNLOG_MAX_TOTAL",
+                          dir, (long long)total, (long long)max_total);
 }
 
 static int write_all(int fd, const char *p, size_t n) {

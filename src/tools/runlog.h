@@ -55,6 +55,11 @@ char *cm_runlog_line(const cm_runlog_record *r, size_t *ret_len);
  * the fd (O_CLOEXEC) or < 0 with err set. */
 int cm_runlog_open(const char *dir, const char *file, cm_err *err);
 
+/* Refuse when the regular files of `dir` hold `max_total` bytes or more
+ * together: the run log's ceiling on disk (concurrent runs may pass it by
+ * a record each). */
+int cm_runlog_check_total(const char *dir, int64_t max_total, cm_err *err);
+
 /* Append one record with one write under an exclusive flock, so records of
  * concurrent runs (threads or processes) never interleave; a write that
  * fails half-way is cut off again, so the file holds whole records only. */

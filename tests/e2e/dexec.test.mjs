@@ -380,6 +380,28 @@ describe('the run log', () => {
   });
 });
 
+describe('the run log\'s ceiling', () => {
+  test('CONTAINER_MCP_RUNLOG_MAX_TOTAL: once the directory holds that much, dexec is refused and nothing runs', T, async (t) => {
+    if (skip) return t.skip(skip);
+    const dir = tmpDir('cmcp-dexec-total-');
+    const s = await open({ CONTAINER_MCP_RUNLOG_DIR: dir, CONTAINER_MCP_RUNLOG_MAX_TOTAL: '64k' });
+    try {
+      const id = await keeper(s, { mounts: [{ source: allowed, target: '/m' }] });
+      const big = "head -c 40000 /dev/zero | tr '\\0' a";
+      for (let i = 0; i < 2; i++) assert.equal(ok(await dexec(s, { container: id, command: big })).exit_code, 0);
+      const ran = path.join(allowed, `ran-over-total-${marker()}`);
+      refused(await dexec(s, { container: id, command: `touch /m/${path.basename(ran)}` }),
+        /holds \d+ bytes, CONTAINER_MCP_RUNLOG_MAX_TOTAL allows 65536/, /nothing was run/);
+      assert.equal(fs.existsSync(ran), false, 'the refused command ran');
+      const [file] = fs.readdirSync(dir);
+      assert.equal(records(path.join(dir, file)).length, 2);
+    } finally {
+      await s.close().finally(() => s.kill());
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('a server run as nobody', () => {
   test('dexec runs; the run log is nobody\'s, 0600 in 0700', T, async (t) => {
     if (skip) return t.skip(skip);
