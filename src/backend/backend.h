@@ -64,6 +64,22 @@ typedef struct cm_run_spec {
         size_t output_cap;     /* bytes per stream for wait/exec; 0: 1 MiB */
 } cm_run_spec;
 
+/* Watching an exec while it runs (optional; cm_exec_spec.watch).  `output`
+ * gets each piece of output as the backend reads it (stream 1: stdout, 2:
+ * stderr; the order of the calls is the order it was read), and, with
+ * stream 0 and len 0, a tick whenever `every_ms` passed since the last
+ * tick, output or not, so a caller can report progress while a command is
+ * silent.  Called in the thread that called exec, never after exec
+ * returns.  A backend that calls it keeps no output itself: the result's
+ * out and err are then empty and output_cap does not apply (the watcher
+ * has every byte and keeps what it wants).  A backend that cannot watch
+ * ignores it and fills out and err as usual. */
+typedef struct cm_exec_watch {
+        void (*output)(void *arg, int stream, const char *data, size_t len);
+        void *arg;
+        int64_t every_ms; /* 0: no ticks */
+} cm_exec_watch;
+
 typedef struct cm_exec_spec {
         char *const *argv;
         size_t argc;
@@ -78,6 +94,7 @@ typedef struct cm_exec_spec {
          * argv afresh.  Backends without one (and the native one when it
          * cannot use it) run argv; the result must be the same either way. */
         const struct cm_exec_warm *warm;
+        const cm_exec_watch *watch; /* NULL: none */
 } cm_exec_spec;
 
 /* A warm process kept in a container, one per container and key, started

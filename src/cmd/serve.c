@@ -37,6 +37,8 @@ static void serve_help(void) {
                "  --allow-container NAME  let dexec, dpatch and dinspect act on this existing container,\n"
                "                          managed or not (id or name; repeatable;\n"
                "                          env CONTAINER_MCP_ALLOWED_CONTAINERS)\n"
+               "  --runlog-dir DIR        where dexec keeps every run, one file per conversation and day\n"
+               "                          (env CONTAINER_MCP_RUNLOG_DIR; default: runlog/ in the state dir)\n"
                "  --toolsets LIST         tool families, comma-separated: containers, images, sandbox,\n"
                "                          files, codex, web, diagnostics, or all (env CONTAINER_MCP_TOOLSETS)\n"
                "  --backend NAME          native, docker or apple (env CONTAINER_MCP_BACKEND; default: the first\n"
@@ -56,7 +58,7 @@ static void serve_help(void) {
 }
 
 typedef struct serve_opts {
-        const char *http, *socket, *env_file, *toolsets, *backend, *log_level, *pid_file;
+        const char *http, *socket, *env_file, *toolsets, *backend, *log_level, *pid_file, *runlog_dir;
         const char *hosts[32];
         size_t n_hosts;
         const char *origins[32];
@@ -80,7 +82,7 @@ static int parse_number(const char *opt, const char *v, unsigned long min, unsig
 
 static int parse_args(int argc, char **argv, serve_opts *o) {
         enum { O_HTTP = 256, O_SOCKET, O_HOST, O_TOOLSETS, O_BACKEND, O_PAGE, O_MAXMSG, O_ENVFILE, O_LOGLEVEL, O_NOAUTH,
-               O_ORIGIN, O_CONTAINER, O_PIDFILE };
+               O_ORIGIN, O_CONTAINER, O_PIDFILE, O_RUNLOG };
         static const struct option opts[] = {
                 {"http", required_argument, NULL, O_HTTP},
                 {"socket", required_argument, NULL, O_SOCKET},
@@ -95,6 +97,7 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                 {"allow-origin", required_argument, NULL, O_ORIGIN},
                 {"allow-container", required_argument, NULL, O_CONTAINER},
                 {"pid-file", required_argument, NULL, O_PIDFILE},
+                {"runlog-dir", required_argument, NULL, O_RUNLOG},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
@@ -142,6 +145,11 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
                                        -1;
                         o->containers[o->n_containers++] = optarg;
                         break;
+                case O_RUNLOG:
+                        if (!*optarg)
+                                return (void)cmd_usage_error("serve", "--runlog-dir: expected a directory"), -1;
+                        o->runlog_dir = optarg;
+                        break;
                 case ':': return (void)cmd_usage_error("serve", "option %s needs a value", argv[optind - 1]), -1;
                 default: return (void)cmd_usage_error("serve", "unknown option %s", argv[optind - 1]), -1;
                 }
@@ -175,6 +183,8 @@ static int apply_flags(cm_config *cfg, const serve_opts *o, cm_err *err) {
                 cm_config_add_origin(cfg, o->origins[i]);
         for (size_t i = 0; i < o->n_containers; i++)
                 cm_config_add_container(cfg, o->containers[i]);
+        if (o->runlog_dir && cm_config_set_runlog_dir(cfg, o->runlog_dir, "--runlog-dir", err) < 0)
+                return -1;
         if (o->page_size)
                 cfg->page_size = (unsigned)o->page_size;
         if (o->max_message)

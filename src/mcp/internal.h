@@ -36,6 +36,7 @@ struct mcp_call {
         mcp_session *session;
         json_t *id;             /* the request id */
         json_t *progress_token; /* or NULL */
+        json_t *meta;           /* params._meta when an object, or NULL */
         mcp_sink *out;
         atomic_int state;       /* enum call_state */
         int abandon_code;       /* written before state becomes CALL_ABANDONED */

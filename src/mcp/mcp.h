@@ -216,6 +216,10 @@ bool mcp_call_cancelled(mcp_call *c);
 /* An fd that becomes readable when the call is cancelled, for poll() loops.
  * Owned by the call. */
 int mcp_call_cancel_fd(mcp_call *c);
+/* The request's params._meta (borrowed, alive as long as the call), or
+ * NULL when it has none or it is not an object: what the client says about
+ * the call beyond its arguments (progressToken, a client's threadId). */
+const json_t *mcp_call_meta(mcp_call *c);
 /* notifications/progress, when the request carried a progressToken. */
 void mcp_call_progress(mcp_call *c, double progress, double total, const char *message);
 /* notifications/message, when `level` is at or above the session's level.

@@ -159,6 +159,8 @@ static void call_begin(mcp_call *c, mcp_session *s, const json_t *req, mcp_sink 
         c->session = s;
         c->id = json_incref(json_object_get(req, "id"));
         c->progress_token = json_incref((json_t *)mcp_message_progress_token(req));
+        c->meta = json_object_get(json_object_get(req, "params"), "_meta");
+        c->meta = json_is_object(c->meta) ? json_incref(c->meta) : NULL;
         c->out = out;
         c->cancel_fd = -1;
         atomic_init(&c->state, CALL_LIVE);
@@ -182,6 +184,7 @@ static void call_end(mcp_call *c) {
                 (void)close(c->cancel_fd);
         json_decref(c->id);
         json_decref(c->progress_token);
+        json_decref(c->meta);
         free(c->abandon_msg);
         mcp_session_unref(s);
 }
@@ -223,6 +226,8 @@ static void call_notify(mcp_call *c, json_t *msg) {
                 (void)notify->send(notify, text, strlen(text));
         mcp_sink_unref(notify);
 }
+
+const json_t *mcp_call_meta(mcp_call *c) { return c->meta; }
 
 void mcp_call_progress(mcp_call *c, double progress, double total, const char *message) {
         json_t *params;

@@ -236,6 +236,34 @@ static void mkdir_p(const char *path, mode_t mode) {
         (void)mkdir(p, mode);
 }
 
+int cm_config_set_runlog_dir(cm_config *cfg, const char *dir, const char *setting, cm_err *err) {
+        struct stat st;
+        char *real;
+        mkdir_p(dir, 0700);
+        real = realpath(dir, NULL);
+        if (!real)
+                return cm_err_sys(err, errno, "run log directory %s (%s) cannot be made; choose another", dir,
+                                  setting);
+        if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                free(real);
+                return cm_err_set(err, ENOTDIR, "run log directory %s (%s) is not a directory; choose another", dir,
+                                  setting);
+        }
+        /* Records hold every command and its output: another user who may
+         * write the directory could delete or replace them. */
+        if (st.st_uid != geteuid() || (st.st_mode & 022)) {
+                cm_err_set(err, EACCES,
+                           "run log directory %s (%s) is %s; use a directory of the server's user that only it "
+                           "may write (chmod go-w), or leave the setting out for the state dir's runlog/",
+                           real, setting, st.st_uid != geteuid() ? "owned by another user" : "writable by others");
+                free(real);
+                return -EACCES;
+        }
+        free(cfg->runlog_dir);
+        cfg->runlog_dir = real;
+        return 0;
+}
+
 /* Canonical form of a path that must exist; NULL (err set) otherwise. */
 static char *canonical(const char *var, const char *path, cm_err *err) {
         char *real = realpath(path, NULL);
@@ -417,6 +445,29 @@ static int load_sandbox(cm_config *cfg, cm_err *err) {
                                   "lower the default or raise the maximum",
                                   cfg->command_timeout_sec, cfg->command_timeout_max_sec);
         return 0;
+}
+
+/* dexec and its run log (issue 11). */
+static int load_codex(cm_config *cfg, cm_err *err) {
+        const char *v;
+        cleanup_free char *def = xasprintf("%s/runlog", cfg->state_dir);
+        unsigned long n = cfg->dexec_preview_bytes;
+        if ((v = getenv("CONTAINER_MCP_RUNLOG_MAX_BYTES")) && *v &&
+            (cm_parse_size(v, &cfg->runlog_max_bytes) < 0 || cfg->runlog_max_bytes < 4096 ||
+             cfg->runlog_max_bytes > (1ll << 30)))
+                return cm_err_set(err, EINVAL,
+                                  "CONTAINER_MCP_RUNLOG_MAX_BYTES=%s: expected a size from 4k to 1g, like 8m", v);
+        if ((v = getenv("CONTAINER_MCP_RUNLOG_MAX_TOTAL")) && *v &&
+            (cm_parse_size(v, &cfg->runlog_max_total) < 0 || cfg->runlog_max_total < (64 << 10)))
+                return cm_err_set(err, EINVAL,
+                                  "CONTAINER_MCP_RUNLOG_MAX_TOTAL=%s: expected a size of at least 64k, like 1g", v);
+        if (env_uint("CONTAINER_MCP_DEXEC_PREVIEW_BYTES", 64, 1 << 20, &n, err) < 0)
+                return -EINVAL;
+        cfg->dexec_preview_bytes = (unsigned)n;
+        v = getenv("CONTAINER_MCP_RUNLOG_DIR");
+        if (v && *v)
+                return cm_config_set_runlog_dir(cfg, v, "CONTAINER_MCP_RUNLOG_DIR", err);
+        return cm_config_set_runlog_dir(cfg, def, "runlog/ of the state dir, CONTAINER_MCP_STATE_DIR", err);
 }
 
 static int load_env(cm_config *cfg, cm_err *err) {
@@ -611,6 +662,9 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->command_timeout_max_sec = 120;
         cfg->python_memory = 256 << 20;
         cfg->file_max_size_mb = 10;
+        cfg->runlog_max_bytes = 8ll << 20;
+        cfg->runlog_max_total = 1ll << 30;
+        cfg->dexec_preview_bytes = 4096;
         cfg->allowed_hosts = strv_new();
         cfg->allowed_mounts = strv_new();
         cfg->image_dirs = strv_new();
@@ -627,7 +681,8 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->state_dir = default_state_dir();
         cfg->scratch_dir = xasprintf("%s/scratch", cfg->state_dir);
         if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0 || load_sharing(cfg, err) < 0 ||
-            load_ceilings(cfg, err) < 0 || load_sandbox(cfg, err) < 0 || load_extensions(cfg, err) < 0)
+            load_ceilings(cfg, err) < 0 || load_sandbox(cfg, err) < 0 || load_extensions(cfg, err) < 0 ||
+            load_codex(cfg, err) < 0)
                 return -EINVAL;
         load_origins(cfg);
         if (load_commands(cfg, err) < 0)
@@ -643,6 +698,7 @@ void cm_config_free(cm_config *cfg) {
         free(cfg->state_real);
         cm_strv_free(cfg->shared_containers);
         cm_strv_free(cfg->allowed_containers);
+        free(cfg->runlog_dir);
         free(cfg->token);
         free(cfg->scratch_dir);
         free(cfg->state_dir);

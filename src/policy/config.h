@@ -74,6 +74,13 @@ typedef struct cm_config {
          * dinspect may touch, managed or not (--allow-container,
          * CONTAINER_MCP_ALLOWED_CONTAINERS: ids or names), NULL-terminated. */
         char **allowed_containers;
+        /* dexec's run log (issue 11): the directory (canonical, created 0700
+         * by cm_config_set_runlog_dir), the most output one record keeps,
+         * and the size of the preview a result carries. */
+        char *runlog_dir;          /* --runlog-dir, CONTAINER_MCP_RUNLOG_DIR; <state dir>/runlog */
+        int64_t runlog_max_bytes;  /* CONTAINER_MCP_RUNLOG_MAX_BYTES */
+        int64_t runlog_max_total;  /* CONTAINER_MCP_RUNLOG_MAX_TOTAL: the directory's files together */
+        unsigned dexec_preview_bytes; /* CONTAINER_MCP_DEXEC_PREVIEW_BYTES */
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */
@@ -101,6 +108,11 @@ void cm_config_add_container(cm_config *cfg, const char *ref);
 /* An allowlist entry (--allow-container, CONTAINER_MCP_ALLOWED_CONTAINERS)
  * that can name a container: a Docker name or id. */
 bool cm_config_container_ref_ok(const char *ref);
+/* The run log's directory: created when missing (0700, parents too),
+ * refused when it is not a directory of ours that only we may write;
+ * stored canonical.  `setting` names where the value came from, for the
+ * message. */
+int cm_config_set_runlog_dir(cm_config *cfg, const char *dir, const char *setting, cm_err *err);
 
 bool cm_toolset_enabled(const cm_config *cfg, const char *family);
 

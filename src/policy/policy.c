@@ -103,14 +103,23 @@ int cm_policy_name(const char *name, cm_err *err) {
         return 0;
 }
 
+static bool overlaps(const char *a, const char *b) { return b && (cm_path_under(a, b) || cm_path_under(b, a)); }
+
 int cm_policy_state_overlap(const cm_config *cfg, const char *real, cm_err *err) {
-        const char *st = cfg->state_real;
-        if (!st || !(cm_path_under(real, st) || cm_path_under(st, real)))
-                return 0;
-        return cm_err_set(err, EACCES,
-                          "host path %s %s the server's state dir %s (container records, control sockets, image "
-                          "copies), which no sandbox may reach; use a directory outside it",
-                          real, cm_path_under(real, st) ? "lies inside" : "contains", st);
+        const char *st = cfg->state_real, *rl = cfg->runlog_dir;
+        if (overlaps(real, st))
+                return cm_err_set(err, EACCES,
+                                  "host path %s %s the server's state dir %s (container records, control sockets, "
+                                  "image copies), which no sandbox may reach; use a directory outside it",
+                                  real, cm_path_under(real, st) ? "lies inside" : "contains", st);
+        /* The run log holds every conversation's commands and output: no
+         * sandbox may read or rewrite it. */
+        if (overlaps(real, rl))
+                return cm_err_set(err, EACCES,
+                                  "host path %s %s the run log directory %s (--runlog-dir, "
+                                  "CONTAINER_MCP_RUNLOG_DIR), which no sandbox may reach; use a directory outside it",
+                                  real, cm_path_under(real, rl) ? "lies inside" : "contains", rl);
+        return 0;
 }
 
 /* A directory image: canonical, a directory, under an image root, clear of

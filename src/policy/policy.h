@@ -36,7 +36,8 @@ int cm_policy_name(const char *name, cm_err *err);
 int cm_policy_image(const cm_config *cfg, const char *image, char **ret_real, cm_err *err);
 
 /* Refuse a canonical host path that is, contains or lies inside the state
- * dir: records, control sockets and image copies are the server's alone. */
+ * dir or the run log dir: records, control sockets, image copies and the
+ * run log are the server's alone. */
 int cm_policy_state_overlap(const cm_config *cfg, const char *real, cm_err *err);
 
 /* Host ports below CONTAINER_MCP_MIN_HOST_PORT (1024) are refused; 0 means

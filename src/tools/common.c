@@ -197,6 +197,30 @@ cm_backend *cm_tool_codex_target(mcp_call *call, const char *ref, size_t op_offs
         return target(call, ref, op_offset, what, true, ret, err);
 }
 
+int cm_tool_shell_exec(mcp_call *call, cm_backend *b, const char *id, const char *bash_flags, const char *cmd,
+                       cm_exec_spec *spec, cm_exec_result *res, bool *ret_sh, cm_err *err) {
+        char *argv[] = {(char *)"bash", (char *)bash_flags, (char *)cmd, NULL};
+        cm_cancel cancel = {mcp_call_cancel_fd(call)};
+        int r;
+        spec->argv = argv;
+        spec->argc = 3;
+        *ret_sh = false;
+        r = b->ops->exec(b, id, spec, &cancel, res, err);
+        if (r < 0 && err->code == ENOENT && !mcp_call_cancelled(call)) {
+                /* No bash in the image.  (A working directory that does not
+                 * exist is ENOENT too: sh then fails the same way, and its
+                 * error is the one shown.) */
+                cm_exec_result_clear(res);
+                *err = (cm_err)CM_ERR_INIT;
+                argv[0] = (char *)"sh";
+                argv[1] = (char *)"-c";
+                *ret_sh = true;
+                r = b->ops->exec(b, id, spec, &cancel, res, err);
+        }
+        spec->argv = NULL;
+        return r;
+}
+
 static int count_managed_running(cm_backend *b, size_t *ret, cm_err *err) {
         cm_container_info *all = NULL;
         size_t n = 0;

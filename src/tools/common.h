@@ -55,6 +55,14 @@ cm_backend *cm_tool_codex_target(mcp_call *call, const char *ref, size_t op_offs
 #define CM_TOOL_CODEX_TARGET(call, ref, op, what, ret, err)                                                            \
         cm_tool_codex_target(call, ref, offsetof(cm_backend_ops, op), what, ret, err)
 
+/* Run the command line `cmd` in container `id` with `bash <bash_flags>
+ * cmd` ("-c", "-lc"), or, when that exec finds no bash (ENOENT), with `sh
+ * -c cmd`: the tools promise a shell, and an image may have only sh.
+ * spec->argv is set here; *ret_sh says sh ran.  Cancellation goes to the
+ * backend as the call's cancel fd. */
+int cm_tool_shell_exec(mcp_call *call, cm_backend *b, const char *id, const char *bash_flags, const char *cmd,
+                       cm_exec_spec *spec, cm_exec_result *res, bool *ret_sh, cm_err *err);
+
 /* A slot under CONTAINER_MCP_MAX_CONTAINERS, taken under app->run_lock
  * (run_container, the session sandbox); given back with
  * cm_tool_release_slot once the backend lists the container or the run

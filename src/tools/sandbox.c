@@ -84,9 +84,8 @@ static int allowed(mcp_call *call, const char *cmd, cm_err *err) {
 
 static int system_run_command(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         const char *cmd = cm_json_str(args, "command");
-        char *argv[] = {(char *)"bash", (char *)"-c", (char *)cmd, NULL};
         cleanup_free char *wd = plan_workdir(args);
-        cm_exec_spec spec = {.argv = argv, .argc = 3, .workdir = wd, .output_cap = OUTPUT_CAP};
+        cm_exec_spec spec = {.workdir = wd, .output_cap = OUTPUT_CAP};
         cm_exec_result res = {0};
         target t = {0};
         bool sh = false;
@@ -95,18 +94,9 @@ static int system_run_command(mcp_call *call, json_t *args, json_t **ret, char *
         if (allowed(call, cmd, err) < 0 || plan_timeout(call, args, &spec.timeout_ms, err) < 0 ||
             begin(call, args, "system_run_command", &t, err) < 0)
                 return -1;
-        r = run(call, &t, &spec, &res, err);
-        if (r < 0 && err->code == ENOENT && !mcp_call_cancelled(call)) {
-                /* No bash in the image: the seed's tool promises a shell, so
-                 * sh, and the result says so.  (A working_dir that does not
-                 * exist is ENOENT too: sh then fails the same way, and its
-                 * error is the one shown.) */
-                cm_exec_result_clear(&res);
-                *err = (cm_err)CM_ERR_INIT;
-                argv[0] = (char *)"sh";
-                sh = true;
-                r = run(call, &t, &spec, &res, err);
-        }
+        /* the seed's tool promises a shell: sh when there is no bash, and
+         * the result says so */
+        r = cm_tool_shell_exec(call, t.b, t.info.id, "-c", cmd, &spec, &res, &sh, err);
         if (r == 0) {
                 *ret = json_pack("{s:o, s:o, s:i, s:b}", "stdout", cm_json_bytes(res.out, res.out_len), "stderr",
                                  cm_json_bytes(res.err, res.err_len), "exit_code", res.exit_code, "success",

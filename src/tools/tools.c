@@ -6,7 +6,7 @@
 #include "util/json.h"
 
 const cm_tool_family *const cm_tool_families[] = {&cm_tools_containers, &cm_tools_lifecycle, &cm_tools_copy, &cm_tools_files,
-                                                  &cm_tools_status, &cm_tools_sandbox, &cm_tools_dpatch,
+                                                  &cm_tools_status, &cm_tools_sandbox, &cm_tools_dexec, &cm_tools_dpatch,
                                                   &cm_tools_dinspect, &cm_tools_diagnostics, NULL};
 
 const cm_tool_handler *cm_tool_handler_find(const char *name) {

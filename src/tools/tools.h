@@ -60,6 +60,7 @@ extern const cm_tool_family cm_tools_diagnostics; /* echo, sleep */
 extern const cm_tool_family cm_tools_sandbox;     /* system_run_command, system_run_python, system_env_var */
 extern const cm_tool_family cm_tools_dinspect;    /* dinspect (toolset codex) */
 extern const cm_tool_family cm_tools_dpatch;      /* dpatch */
+extern const cm_tool_family cm_tools_dexec;       /* dexec (toolset codex) */
 
 /* Every family, NULL-terminated. */
 extern const cm_tool_family *const cm_tool_families[];

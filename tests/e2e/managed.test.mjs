@@ -14,7 +14,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { eventually, stdioClient, tmpDir } from './lib.mjs';
-import { alive, call, nativeBackend, ok, refused } from './tools.mjs';
+import { alive, call, nativeBackend, ok, refused, relabelManaged } from './tools.mjs';
 
 const T = { timeout: 90000 };
 const state = tmpDir('cmcp-mg-state-');
@@ -26,17 +26,7 @@ const MANAGED = 'dev.container-mcp.managed';
 const host = (name) => path.join(allowed, name);
 const recordDir = (id) => path.join(state, 'containers', id);
 
-// Rewrite a container's record with its managed label changed (`value`
-// undefined: taken out), atomically as the server writes it.
-function relabel(id, value) {
-  const file = path.join(recordDir(id), 'state.json');
-  const rec = JSON.parse(fs.readFileSync(file, 'utf8'));
-  assert.equal(rec.labels?.[MANAGED], 'true', `the record as the server wrote it: ${JSON.stringify(rec.labels)}`);
-  if (value === undefined) delete rec.labels[MANAGED];
-  else rec.labels[MANAGED] = value;
-  fs.writeFileSync(`${file}.tmp`, JSON.stringify(rec), { mode: 0o600 });
-  fs.renameSync(`${file}.tmp`, file);
-}
+const relabel = (id, value) => relabelManaged(state, id, value);
 
 let nativeReason = null;
 before(async () => {

@@ -56,6 +56,18 @@ const cases = [
     expect: (r) => assert.equal(r.stdout, 'hi\n'),
   },
   {
+    name: 'dexec', args: (ctx) => ({ container: ctx.id, command: 'echo out; echo err >&2; exit 3' }),
+    expect: (r) => assert.deepEqual([r.exit_code, r.preview, r.truncated_bytes, r.timed_out], [3, 'out\nerr\n', 0, false]),
+  },
+  {
+    name: 'dexec', shape: 'timed out', args: (ctx) => ({ container: ctx.id, command: 'sleep 30', timeout_sec: 1 }),
+    expect: (r) => assert.equal(r.timed_out, true),
+  },
+  {
+    name: 'dexec', shape: 'over the run log cap', args: (ctx) => ({ container: ctx.id, command: 'head -c 9000000 /dev/zero' }),
+    expect: (r) => assert.deepEqual([r.runlog_cut, r.truncated_bytes], [true, 9000000 - 4096]),
+  },
+  {
     name: 'list_containers', args: () => ({ all: true }),
     expect: (r, ctx) => assert.ok(r.containers.some((c) => c.id === ctx.id), 'the running container is listed'),
   },

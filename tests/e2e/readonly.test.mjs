@@ -78,14 +78,17 @@ describe('read-only mode', () => {
           patch: '*** Begin Patch\n*** Update File: /workspace/inside.txt\n@@\n-inside\n+patched\n'
             + '*** Add File: /workspace/patched.txt\n+new\n*** End Patch\n',
         }],
+        // dexec runs a process too (and would write the run log)
+        ['dexec', { container: c.id, command: 'touch /m/ran-dexec' }],
       ];
       for (const [name, args] of attempts) refused(await call(ro, name, args), new RegExp(`^${name} refused`), ...RO_WORDS);
 
       // Nothing happened: no run (no new record, no marker), no exec, no copy
       // either way, the target neither stopped nor removed.
       assert.deepEqual(records(), before, 'a record appeared or went');
-      for (const f of ['ran-detached', 'ran-wait', 'ran-exec', 'copied-out.txt', 'ran-command', 'ran-python'])
+      for (const f of ['ran-detached', 'ran-wait', 'ran-exec', 'copied-out.txt', 'ran-command', 'ran-python', 'ran-dexec'])
         assert.equal(fs.existsSync(host(f)), false, `${f} exists on the host`);
+      assert.deepEqual(fs.readdirSync(path.join(state, 'runlog')), [], 'a refused dexec wrote the run log');
       assert.ok(alive(pid), 'the target\'s init was stopped');
       const inside = ok(await call(rw, 'exec_in_container', { container: c.id, command: ['ls', '/workspace'] }));
       assert.equal(inside.stdout, 'inside.txt\n', 'copy_files to_container or file_write/file_move wrote into the container');

@@ -40,6 +40,21 @@ export async function nativeBackend(open) {
   }
 }
 
+// A native container's record rewritten with its managed label changed
+// (`value` undefined: taken out), atomically as the server writes it: how a
+// test makes a container container-mcp did not create (its session label
+// stays, so only the managed check can refuse it).
+export function relabelManaged(state, id, value) {
+  const file = path.join(state, 'containers', id, 'state.json');
+  const rec = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const MANAGED = 'dev.container-mcp.managed';
+  assert.equal(rec.labels?.[MANAGED], 'true', `the record as the server wrote it: ${JSON.stringify(rec.labels)}`);
+  if (value === undefined) delete rec.labels[MANAGED];
+  else rec.labels[MANAGED] = value;
+  fs.writeFileSync(`${file}.tmp`, JSON.stringify(rec), { mode: 0o600 });
+  fs.renameSync(`${file}.tmp`, file);
+}
+
 // ------------------------------------------------- real effects on the host --
 
 // Is `pid` a live process (not gone, not a zombie)?

@@ -195,7 +195,8 @@ static int pump_exec(const cm_exec_spec *spec, const cm_cancel *cancel, int *out
                       .in_len = spec->stdin_len,
                       .cap = spec->output_cap,
                       .timeout_ms = spec->timeout_ms,
-                      .cancel = cancel};
+                      .cancel = cancel,
+                      .watch = spec->watch};
         return pump_run(&io, t, ret, err);
 }
 

@@ -505,6 +505,7 @@ typedef struct pump_io {
         size_t cap;
         int64_t timeout_ms;
         const cm_cancel *cancel;
+        const cm_exec_watch *watch; /* NULL: keep the output in the result */
 } pump_io;
 
 /* Collect output until the process exits and the pipes close, killing it on

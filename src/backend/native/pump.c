@@ -1,5 +1,6 @@
 /* Output capture for run-to-completion and exec: read stdout and stderr up to
  * a cap each (draining the rest so the process never blocks on a full pipe),
+ * or hand every byte to the caller's watcher (cm_exec_watch, with ticks),
  * feed stdin, and kill the process tree on timeout or cancel.  One poll loop,
  * no threads. */
 #include <errno.h>
@@ -44,13 +45,17 @@ static void cap_add(capbuf *b, const char *p, size_t n) {
         b->len += take;
 }
 
-/* Read what is there; false at EOF or error. */
-static bool drain(int fd, capbuf *b) {
+/* Read what is there, into `b` or to the watcher (stream 1 or 2); false
+ * at EOF or error. */
+static bool drain(int fd, capbuf *b, const cm_exec_watch *w, int stream) {
         char buf[65536];
         for (;;) {
                 ssize_t n = read(fd, buf, sizeof buf);
                 if (n > 0) {
-                        cap_add(b, buf, (size_t)n);
+                        if (w)
+                                w->output(w->arg, stream, buf, (size_t)n);
+                        else
+                                cap_add(b, buf, (size_t)n);
                         continue;
                 }
                 if (n < 0 && errno == EINTR)
@@ -76,6 +81,8 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
         bool exited = false, killed = false, cancelled = false, hard = !t->kill_hard;
         int64_t start = cm_now_ms(), exit_at = 0, hard_at = 0;
         int64_t deadline = io->timeout_ms > 0 ? start + io->timeout_ms : 0;
+        const cm_exec_watch *watch = io->watch;
+        int64_t tick = watch && watch->every_ms > 0 ? start + watch->every_ms : 0;
 
         for (int i = 0; i < 2; i++)
                 if (fds[i] >= 0)
@@ -119,16 +126,18 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                         wait = deadline - now;
                 if (killed && !exited && !hard && (wait < 0 || hard_at - now < wait))
                         wait = hard_at - now;
+                if (tick && (wait < 0 || tick - now < wait))
+                        wait = tick > now ? tick - now : 0;
                 if (poll(pf, n, wait < 0 ? -1 : (int)wait) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return cm_err_sys(err, errno, "poll on the sandbox's output");
                 }
-                if (idx_out >= 0 && pf[idx_out].revents && !drain(fds[0], &out)) {
+                if (idx_out >= 0 && pf[idx_out].revents && !drain(fds[0], &out, watch, 1)) {
                         (void)close(fds[0]);
                         fds[0] = -1;
                 }
-                if (idx_err >= 0 && pf[idx_err].revents && !drain(fds[1], &errb)) {
+                if (idx_err >= 0 && pf[idx_err].revents && !drain(fds[1], &errb, watch, 2)) {
                         (void)close(fds[1]);
                         fds[1] = -1;
                 }
@@ -147,6 +156,10 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                 if (idx_pid >= 0 && pf[idx_pid].revents) {
                         exited = true;
                         exit_at = cm_now_ms();
+                }
+                if (tick && cm_now_ms() >= tick) {
+                        watch->output(watch->arg, 0, NULL, 0);
+                        tick = cm_now_ms() + watch->every_ms;
                 }
         }
         for (int i = 0; i < 2; i++)
