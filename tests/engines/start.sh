@@ -78,6 +78,12 @@ start_podman() {
         if [[ $(id -u) -ne 0 ]]; then say "PODMAN_SKIP='the podman service of the tests runs as root'"; return; fi
         if ! command -v podman >/dev/null; then say "PODMAN_SKIP='podman is not installed (apt-get install podman)'"; return; fi
         mkdir -p "$d"
+        # Rootful Podman gives each container its own user namespace only with
+        # --userns=auto (the docker backend asks for it), which takes ids from
+        # the subordinate ranges of the user "containers".
+        for f in /etc/subuid /etc/subgid; do
+                grep -q '^containers:' "$f" 2>/dev/null || echo 'containers:1000000:4194304' >>"$f"
+        done
         if ! curl -sf --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
                 rm -f "$sock"
                 setsid podman --root "$d/root" --runroot "$d/run" --runtime runc --cgroup-manager cgroupfs \

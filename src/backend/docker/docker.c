@@ -47,6 +47,17 @@ static void make_server_tag(docker *d) {
                        dk_proc_start(getpid()));
 }
 
+/* Whether the engine answers now (status is asked long after the start). */
+static int ping(docker *d, cm_err *err) {
+        dk_req req = {.method = "GET", .path = "/_ping", .timeout_ms = 3000};
+        dk_resp resp;
+        int r = dk_request(&d->api, &req, &resp, err);
+        if (r == 0 && resp.status != 200)
+                r = dk_engine_error(&d->api, resp.status, resp.body, "answer a ping", err);
+        dk_resp_clear(&resp);
+        return r;
+}
+
 static void docker_status(cm_backend *b, cm_backend_status *ret) {
         docker *d = dk_of(b);
         cm_err err = CM_ERR_INIT;
@@ -58,7 +69,7 @@ static void docker_status(cm_backend *b, cm_backend_status *ret) {
                                "unix:///run/podman/podman.sock`) and set DOCKER_HOST=unix:///path/to/its.sock");
                 return;
         }
-        if (dk_api_negotiate(&d->api, &err) < 0 || dk_check_isolation(d, &err) < 0) {
+        if (dk_api_negotiate(&d->api, &err) < 0 || ping(d, &err) < 0 || dk_check_isolation(d, &err) < 0) {
                 (void)snprintf(ret->reason, sizeof ret->reason, "%.500s", err.msg);
                 (void)snprintf(ret->fix, sizeof ret->fix, "%s",
                                err.code == EPERM ? "start dockerd with --userns-remap=default, or use rootless "

@@ -1,0 +1,294 @@
+// The docker backend against real engines, through the official SDK client
+// over stdio: a Docker Engine and Podman's API service, both started by
+// tests/engines/start.sh (CI does; run it by hand otherwise).  Every check
+// reads the engine's own record (its inspect, its process list) or the
+// host's view of the container (/proc of its init), never only what our
+// server says.  An engine that is not running skips its tests, saying why.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+
+import { eventually, stdioClient, tmpDir, withTimeout } from './lib.mjs';
+import { call, cgroupLimits, cgroupOf, ok, refused } from './tools.mjs';
+
+const T = { timeout: 120000 };
+const IMAGE = 'cm-test:latest';
+const DIR = process.env.CM_ENGINES_DIR || '/tmp/cm-engines';
+
+// DOCKER_SOCK=..., PODMAN_SKIP='why' ... as tests/engines/start.sh wrote them.
+function enginesEnv() {
+  const env = {};
+  try {
+    for (const line of fs.readFileSync(path.join(DIR, 'env'), 'utf8').split('\n')) {
+      const m = /^([A-Z_]+)=(.*)$/.exec(line);
+      if (m) env[m[1]] = m[2].replace(/^'(.*)'$/, '$1');
+    }
+  } catch {
+    env.MISSING = `tests/engines/start.sh has not run (no ${DIR}/env); run it as root to test the docker backend`;
+  }
+  return env;
+}
+const ENGINES = enginesEnv();
+
+const state = tmpDir('cmcp-engines-state-');
+const allowed = tmpDir('cmcp-engines-allowed-');
+const outside = tmpDir('cmcp-engines-outside-');
+after(() => {
+  for (const d of [state, allowed, outside]) fs.rmSync(d, { recursive: true, force: true });
+});
+
+// One exchange with the engine itself, bypassing container-mcp.
+function engine(sock, method, p, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath: sock, method, path: p, headers: body ? { 'content-type': 'application/json' } : {} }, (res) => {
+      let data = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { data += c; });
+      res.on('end', () => {
+        let parsed = null;
+        try { parsed = data ? JSON.parse(data) : null; } catch { parsed = data; }
+        resolve({ status: res.statusCode, body: parsed });
+      });
+    });
+    req.on('error', reject);
+    req.setTimeout(60000, () => req.destroy(new Error(`engine ${method} ${p} timed out`)));
+    if (body) req.write(JSON.stringify(body));
+    req.end();
+  });
+}
+
+const inspectOf = async (sock, id) => (await engine(sock, 'GET', `/containers/${id}/json`)).body;
+// The commands running in a container, as the engine lists them (ps on the host).
+async function processes(sock, id) {
+  const r = await engine(sock, 'GET', `/containers/${id}/top`);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  const col = r.body.Titles.findIndex((t) => /^(CMD|COMMAND)$/.test(t));
+  return r.body.Processes.map((p) => p[col]);
+}
+
+const open = (sock, env = {}) => stdioClient({
+  args: ['serve', '--backend', 'docker'],
+  env: { DOCKER_HOST: `unix://${sock}`, CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed, ...env },
+});
+
+for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'PODMAN']]) {
+  const sock = ENGINES[`${key}_SOCK`];
+  const skip = sock ? false : (ENGINES.MISSING || ENGINES[`${key}_SKIP`] || `${label} did not start`);
+
+  describe(`docker backend on the ${label}`, { skip }, () => {
+    let s;
+    const made = [];
+    const run = async (args) => {
+      const r = ok(await call(s, 'run_container', { image: IMAGE, ...args }));
+      if (r.id) made.push(r.id);
+      return r;
+    };
+
+    test('system_status: the docker backend is active and says which engine, with a user namespace', T, async () => {
+      s = await open(sock);
+      const st = ok(await call(s, 'system_status', {}));
+      const d = st.backends.find((b) => b.name === 'docker');
+      assert.equal(st.activeBackend, 'docker');
+      assert.equal(d.available, true, d.reason);
+      assert.equal(d.details.engine, key.toLowerCase());
+      assert.equal(d.details.userns, true);
+    });
+
+    test("the seed's example: sum 1..999 is 499500; stdout, stderr and exit code apart; the container is removed", T, async () => {
+      const r = ok(await call(s, 'run_container', {
+        image: IMAGE, wait: true,
+        command: ['sh', '-c', 'seq 1 999 | awk \'{s+=$1} END {print s}\'; echo oops >&2; exit 3'],
+      }));
+      assert.equal(r.stdout, '499500\n');
+      assert.equal(r.stderr, 'oops\n');
+      assert.equal(r.exitCode, 3);
+      const left = (await engine(sock, 'GET', '/containers/json?all=1')).body
+        .filter((c) => (c.Command || '').includes('499500') || (c.Command || '').includes('seq 1 999'));
+      assert.deepEqual(left, [], 'the wait run left its container on the engine');
+    });
+
+    test('a detached run carries every limit and isolation setting into the engine (its inspect, the cgroup)', T, async () => {
+      const r = await run({ name: `cm-e2e-${key.toLowerCase()}-limits`, command: ['sleep', '1000'], memory: '64m', cpus: 0.5 });
+      const c = await inspectOf(sock, r.id);
+      const h = c.HostConfig;
+      assert.equal(h.Memory, 64 * 1024 * 1024);
+      assert.equal(h.NanoCpus, 5e8);
+      assert.ok(h.PidsLimit > 0, `PidsLimit ${h.PidsLimit}`);
+      assert.equal(h.NetworkMode, 'none');
+      assert.ok(h.SecurityOpt.some((o) => /^no-new-privileges/.test(o)), JSON.stringify(h.SecurityOpt));
+      for (const cap of ['MKNOD', 'NET_RAW', 'AUDIT_WRITE'])
+        assert.ok(h.CapDrop.map((x) => x.replace(/^CAP_/, '')).includes(cap), `CapDrop ${JSON.stringify(h.CapDrop)}`);
+      assert.match(h.Tmpfs['/tmp'], /size=\d+/);
+      assert.equal(c.Config.Labels['dev.container-mcp.managed'], 'true');
+      assert.match(c.Config.Labels['dev.container-mcp.session'], /^[0-9a-f]{32}$/);
+      // The kernel's view: the container's init, seen from the host.
+      const pid = c.State.Pid;
+      const uidMap = fs.readFileSync(`/proc/${pid}/uid_map`, 'utf8').trim().split(/\s+/).map(Number);
+      assert.equal(uidMap[0], 0);
+      assert.notEqual(uidMap[1], 0, `root in the container is host uid ${uidMap[1]}`);
+      const netDev = fs.readFileSync(`/proc/${pid}/net/dev`, 'utf8').split('\n').slice(2)
+        .map((l) => l.split(':')[0].trim()).filter(Boolean);
+      assert.deepEqual(netDev, ['lo'], 'network is denied by default: only lo inside');
+      const cg = cgroupOf(pid);
+      if (cg.dirs.memory && cg.dirs.cpu) {
+        const lim = cgroupLimits({ cgroup: cg });
+        assert.equal(lim.memory, 64 * 1024 * 1024);
+        assert.equal(lim.cpus, 0.5);
+      }
+      const insp = ok(await call(s, 'inspect_container', { container: r.id }));
+      assert.equal(insp.limits.memory_bytes, 64 * 1024 * 1024);
+      assert.equal(insp.network, false);
+    });
+
+    test('exec: stdin fed, stdout/stderr apart, the exit code; a missing command is an exit code, not a hang', T, async () => {
+      const r = await run({ command: ['sleep', '1000'] });
+      const e = ok(await call(s, 'exec_in_container', {
+        container: r.id, command: ['sh', '-c', 'tr a-z A-Z; echo to-err >&2; exit 7'], stdin: 'hello stdin\n',
+      }));
+      assert.deepEqual([e.stdout, e.stderr, e.exitCode, e.timedOut], ['HELLO STDIN\n', 'to-err\n', 7, false]);
+      const flag = ok(await call(s, 'exec_in_container', { container: r.id, command: ['echo', '--privileged', '-v', '/:/host'] }));
+      assert.equal(flag.stdout, '--privileged -v /:/host\n', 'flag-like values are argv, never engine flags');
+      const missing = await call(s, 'exec_in_container', { container: r.id, command: ['no-such-command'] });
+      assert.ok(missing.isError || missing.structuredContent.exitCode !== 0, JSON.stringify(missing));
+    });
+
+    test('exec timeout kills every process the exec started, detached ones too (the engine lists none left)', T, async () => {
+      const r = await run({ command: ['sleep', '1000'] });
+      const e = ok(await call(s, 'exec_in_container', {
+        container: r.id, timeout: 2,
+        command: ['sh', '-c', 'setsid sleep 4242 & sleep 4343 & sleep 4444'],
+      }));
+      assert.equal(e.timedOut, true);
+      await eventually(async () => {
+        const left = (await processes(sock, r.id)).filter((c) => /sleep 4[234]4[234]/.test(c));
+        return left.length === 0 || assert.fail(`left running: ${left}`);
+      }, 20000, 'the exec\'s processes gone');
+    });
+
+    test('logs with tail and since; stats from the engine; stop and remove take effect in the engine', T, async () => {
+      const r = await run({ command: ['sh', '-c', 'echo one; echo two; echo three >&2; sleep 1000'] });
+      await eventually(async () => /three/.test(ok(await call(s, 'container_logs', { container: r.id })).logs), 20000, 'logs');
+      const all = ok(await call(s, 'container_logs', { container: r.id })).logs;
+      assert.equal(all.split('\n').filter(Boolean).sort().join(','), 'one,three,two');
+      const tail = ok(await call(s, 'container_logs', { container: r.id, tail: 1 })).logs;
+      assert.equal(tail.split('\n').filter(Boolean).length, 1);
+      const st = ok(await call(s, 'container_stats', { container: r.id }));
+      assert.ok(st.pids >= 1 && st.memoryBytes > 0, JSON.stringify(st));
+      ok(await call(s, 'stop_container', { container: r.id, timeout: 1 }));
+      assert.equal((await inspectOf(sock, r.id)).State.Running, false);
+      ok(await call(s, 'remove_container', { container: r.id }));
+      assert.equal((await engine(sock, 'GET', `/containers/${r.id}/json`)).status, 404);
+    });
+
+    test('a read-only allowed mount is there read-only; a host path outside the allowlist never reaches the engine', T, async () => {
+      fs.writeFileSync(path.join(allowed, 'hello.txt'), 'from the host\n');
+      fs.chmodSync(allowed, 0o755);
+      fs.chmodSync(path.join(allowed, 'hello.txt'), 0o644);
+      const r = ok(await call(s, 'run_container', {
+        image: IMAGE, wait: true, mounts: [{ source: allowed, target: '/data', readonly: true }],
+        command: ['sh', '-c', 'cat /data/hello.txt; echo x > /data/new 2>/dev/null && echo WROTE'],
+      }));
+      assert.equal(r.stdout, 'from the host\n');
+      assert.equal(fs.existsSync(path.join(allowed, 'new')), false);
+      const before = (await engine(sock, 'GET', '/containers/json?all=1')).body.length;
+      refused(await call(s, 'run_container', {
+        image: IMAGE, wait: true, mounts: [{ source: outside, target: '/data' }], command: ['true'],
+      }), /ALLOWED_MOUNTS/);
+      assert.equal((await engine(sock, 'GET', '/containers/json?all=1')).body.length, before);
+    });
+
+    test('an image the engine lacks: the message says to pull it', T, async () => {
+      refused(await call(s, 'run_container', { image: 'cm-no-such-image:1', wait: true, command: ['true'] }),
+        /not present.*pull/);
+    });
+
+    test('a container the server did not make is refused; another session cannot see ours', T, async () => {
+      const name = `cm-e2e-unmanaged-${key.toLowerCase()}-${process.pid}`;
+      const c = await engine(sock, 'POST', `/containers/create?name=${name}`, {
+        Image: IMAGE, Cmd: ['sleep', '1000'], HostConfig: { NetworkMode: 'none', ...(key === 'PODMAN' ? { UsernsMode: 'auto:size=65536' } : {}) },
+      });
+      assert.equal(c.status, 201, JSON.stringify(c.body));
+      try {
+        await engine(sock, 'POST', `/containers/${c.body.Id}/start`);
+        refused(await call(s, 'exec_in_container', { container: name, command: ['true'] }), /not managed|unmanaged|no container|ALLOW_UNMANAGED/i);
+        refused(await call(s, 'remove_container', { container: name, force: true }));
+        assert.equal((await inspectOf(sock, c.body.Id)).State.Running, true);
+        const mine = await run({ command: ['sleep', '1000'] });
+        const other = await open(sock);
+        try {
+          refused(await call(other, 'exec_in_container', { container: mine.id, command: ['true'] }));
+          const ids = ok(await call(other, 'list_containers', { all: true })).containers.map((x) => x.id);
+          assert.equal(ids.includes(mine.id), false);
+        } finally {
+          await other.close().finally(() => other.kill());
+        }
+      } finally {
+        await engine(sock, 'DELETE', `/containers/${c.body.Id}?force=1`);
+      }
+    });
+
+    test("a crashed server's containers are reaped by the next server's first run", T, async () => {
+      const crash = await open(sock);
+      const r = ok(await call(crash, 'run_container', { image: IMAGE, command: ['sleep', '1000'] }));
+      crash.kill();
+      await withTimeout(new Promise((res) => (crash.proc.exitCode !== null ? res() : crash.proc.once('exit', res))), 10000, 'kill');
+      assert.equal((await inspectOf(sock, r.id)).State.Running, true);
+      const next = await open(sock);
+      try {
+        ok(await call(next, 'run_container', { image: IMAGE, wait: true, command: ['true'] }));
+        assert.equal((await engine(sock, 'GET', `/containers/${r.id}/json`)).status, 404, 'the orphan is still there');
+      } finally {
+        await next.close().finally(() => next.kill());
+      }
+    });
+
+    after(async () => {
+      for (const id of made) await engine(sock, 'DELETE', `/containers/${id}?force=1`).catch(() => {});
+      if (s) await s.close().finally(() => s.kill());
+    });
+  });
+}
+
+// An engine that dies in the middle of a call: a fake one (the real ones are
+// shared by the tests above) that answers /version and /info, then, on the
+// create, is SIGKILLed.  The call must end with an error naming the engine,
+// and the server must go on serving.
+describe('an engine killed mid-call', () => {
+  test('gives an error, not a hang, and the server keeps serving', T, async () => {
+    const dir = tmpDir('cmcp-fake-engine-');
+    const sock = path.join(dir, 'fake.sock');
+    const script = `
+      const http = require('http');
+      http.createServer((req, res) => {
+        if (req.url.endsWith('/version')) return res.end(JSON.stringify({ Version: '99', ApiVersion: '1.41' }));
+        if (req.url.endsWith('/_ping')) return res.end('OK');
+        if (req.url.endsWith('/info')) return res.end(JSON.stringify({ SecurityOptions: ['name=userns'] }));
+        if (req.url.includes('/containers/json')) return res.end('[]');
+        process.stdout.write('hang\\n'); // and never answer
+      }).listen(${JSON.stringify(sock)}, () => process.stdout.write('ready\\n'));`;
+    const fake = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    fake.stdout.on('data', (d) => { out += d; if (/hang/.test(out)) fake.kill('SIGKILL'); });
+    try {
+      await eventually(() => /ready/.test(out), 10000, 'the fake engine');
+      const s = await open(sock);
+      try {
+        const t0 = Date.now();
+        const r = await withTimeout(call(s, 'run_container', { image: IMAGE, command: ['true'], wait: true }), 40000, 'the call');
+        refused(r, /engine at .*fake\.sock.*(broke off|is it still running)/);
+        assert.match(out, /hang/, 'the call reached the engine before it died');
+        assert.ok(Date.now() - t0 < 35000);
+        const st = ok(await call(s, 'system_status', {}));
+        assert.equal(st.backends.find((b) => b.name === 'docker').available, false);
+      } finally {
+        await s.close().finally(() => s.kill());
+      }
+    } finally {
+      fake.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
