@@ -132,6 +132,11 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
       const netDev = fs.readFileSync(`/proc/${pid}/net/dev`, 'utf8').split('\n').slice(2)
         .map((l) => l.split(':')[0].trim()).filter(Boolean);
       assert.deepEqual(netDev, ['lo'], 'network is denied by default: only lo inside');
+      const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+      assert.match(status, /^NoNewPrivs:\s+1$/m);
+      const bnd = BigInt(`0x${/^CapBnd:\s+([0-9a-f]+)$/m.exec(status)[1]}`);
+      for (const [cap, bit] of [['MKNOD', 27n], ['NET_RAW', 13n], ['AUDIT_WRITE', 29n]])
+        assert.equal((bnd >> bit) & 1n, 0n, `${cap} is still in the bounding set`);
       const cg = cgroupOf(pid);
       if (cg.dirs.memory && cg.dirs.cpu) {
         const lim = cgroupLimits({ cgroup: cg });
@@ -185,13 +190,15 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
 
     test('a read-only allowed mount is there read-only; a host path outside the allowlist never reaches the engine', T, async () => {
       fs.writeFileSync(path.join(allowed, 'hello.txt'), 'from the host\n');
-      fs.chmodSync(allowed, 0o755);
-      fs.chmodSync(path.join(allowed, 'hello.txt'), 0o644);
+      // Writable by anyone: only the mount's read-only flag can stop the write.
+      fs.chmodSync(allowed, 0o777);
+      fs.chmodSync(path.join(allowed, 'hello.txt'), 0o666);
       const r = ok(await call(s, 'run_container', {
         image: IMAGE, wait: true, mounts: [{ source: allowed, target: '/data', readonly: true }],
-        command: ['sh', '-c', 'cat /data/hello.txt; echo x > /data/new 2>/dev/null && echo WROTE'],
+        command: ['sh', '-c', 'cat /data/hello.txt; echo x > /data/new 2>/dev/null && echo WROTE; echo y >> /data/hello.txt'],
       }));
       assert.equal(r.stdout, 'from the host\n');
+      assert.equal(fs.readFileSync(path.join(allowed, 'hello.txt'), 'utf8'), 'from the host\n');
       assert.equal(fs.existsSync(path.join(allowed, 'new')), false);
       const before = (await engine(sock, 'GET', '/containers/json?all=1')).body.length;
       refused(await call(s, 'run_container', {
