@@ -69,7 +69,9 @@ static void docker_status(cm_backend *b, cm_backend_status *ret) {
                                "unix:///run/podman/podman.sock`) and set DOCKER_HOST=unix:///path/to/its.sock");
                 return;
         }
-        if (dk_api_negotiate(&d->api, &err) < 0 || ping(d, &err) < 0 || dk_check_isolation(d, &err) < 0) {
+        /* a negotiation made just now is the ping */
+        bool fresh = d->api.minor == 0;
+        if (dk_api_negotiate(&d->api, &err) < 0 || (!fresh && ping(d, &err) < 0) || dk_check_isolation(d, &err) < 0) {
                 (void)snprintf(ret->reason, sizeof ret->reason, "%.500s", err.msg);
                 (void)snprintf(ret->fix, sizeof ret->fix, "%s",
                                err.code == EPERM ? "start dockerd with --userns-remap=default, or use rootless "
@@ -106,6 +108,11 @@ static const cm_backend_ops docker_ops = {
         .stats = dk_stats,
         .stop = dk_stop,
         .remove = dk_remove,
+        .file_read = dk_file_read,
+        .file_write = dk_file_write,
+        .file_list = dk_file_list,
+        .file_delete = dk_file_delete,
+        .file_move = dk_file_move,
         .free = docker_free,
 };
 

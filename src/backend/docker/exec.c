@@ -155,6 +155,23 @@ static int pump_run(pump *p, cm_err *err) {
         }
 }
 
+/* The engine reports a command it could not start (not found, not
+ * executable, a missing workdir) as output and exit code 126/127; the
+ * interface, like the native runtime, makes that an error (ENOENT or
+ * EACCES), so a caller can tell it from a command that ran and failed. */
+static int start_failure(const cm_exec_spec *s, const cm_exec_result *r, cm_err *err) {
+        const char *text = strstr(r->out, "unable to start container process") ? r->out : r->err;
+        const char *why = strstr(text, "unable to start container process");
+        size_t len;
+        if ((r->exit_code != 126 && r->exit_code != 127) || !why)
+                return 0;
+        why += strlen("unable to start container process: ");
+        len = strcspn(why, "\r\n");
+        if (strstr(text, "permission denied"))
+                return cm_err_set(err, EACCES, "cannot run %s in the container: %.*s", s->argv[0], (int)len, why);
+        return cm_err_set(err, ENOENT, "cannot run %s in the container: %.*s", s->argv[0], (int)len, why);
+}
+
 int dk_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
             cm_err *err) {
         docker *d = dk_of(b);
@@ -191,6 +208,8 @@ int dk_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_ca
         }
         dk_out_to_result(&out, ret);
         ret->duration_ms = cm_now_ms() - t0;
+        if (r >= 0 && start_failure(spec, ret, err) < 0)
+                r = -1;
         if (r < 0) {
                 cm_exec_result_clear(ret);
                 return -1;

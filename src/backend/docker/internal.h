@@ -41,6 +41,15 @@ int dk_check_isolation(docker *d, cm_err *err);
 int dk_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
             cm_err *err);
 
+/* files.c */
+int dk_file_read(cm_backend *b, const char *id, const char *path, uint64_t max_bytes, cm_file_data *ret,
+                 cm_err *err);
+int dk_file_write(cm_backend *b, const char *id, const char *path, const char *data, size_t len, cm_err *err);
+int dk_file_list(cm_backend *b, const char *id, const char *path, const cm_file_query *q, cm_file_entry **ret,
+                 size_t *ret_n, cm_err *err);
+int dk_file_delete(cm_backend *b, const char *id, const char *path, cm_err *err);
+int dk_file_move(cm_backend *b, const char *id, const char *src, const char *dst, cm_err *err);
+
 /* manage.c */
 int dk_list(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err);
 int dk_find(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend/docker/internal.h"
 #include "util/cleanup.h"
@@ -24,16 +25,28 @@ static bool has_option(const json_t *opts, const char *name) {
         return false;
 }
 
+/* Rootless Podman's socket belongs to its user; rootful Podman's to root. */
+static bool podman_rootless(const docker *d) {
+        struct stat st;
+        return d->api.socket && stat(d->api.socket, &st) == 0 && st.st_uid != 0;
+}
+
+/* Docker says in /info whether it remaps users or runs rootless.  Podman
+ * needs no question (its /info is slow): rootless, every container is in
+ * the user's namespace; rootful, we ask for one per container (UsernsMode
+ * auto). */
 int dk_check_isolation(docker *d, cm_err *err) {
         cleanup_json json_t *info = NULL;
         const json_t *opts;
         int r = 0;
         (void)pthread_mutex_lock(&d->lock);
-        if (!d->checked && (r = dk_call(&d->api, "GET", "/info", NULL, &info, err)) == 0) {
+        if (!d->checked && d->api.podman) {
+                d->rootless = podman_rootless(d);
+                d->userns = d->checked = true;
+        } else if (!d->checked && (r = dk_call(&d->api, "GET", "/info", NULL, &info, err)) == 0) {
                 opts = json_object_get(info, "SecurityOptions");
                 d->rootless = has_option(opts, "name=rootless");
-                /* rootful Podman: each container gets its own range (UsernsMode auto) */
-                d->userns = has_option(opts, "name=userns") || d->rootless || d->api.podman;
+                d->userns = has_option(opts, "name=userns") || d->rootless;
                 d->checked = true;
         }
         (void)pthread_mutex_unlock(&d->lock);
