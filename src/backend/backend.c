@@ -13,7 +13,7 @@ static cm_backend *open_docker(void) { return cm_docker_open(); }
 static const cm_backend_entry native_entry = {
         "native", "built-in Linux runtime: namespaces, cgroups, seccomp; no daemon", open_native};
 static const cm_backend_entry docker_entry = {
-        "docker", "Docker Engine API (Docker or Podman) over a Unix socket", open_docker};
+        "docker", "Docker Engine API (Docker or Podman) over a Unix socket or TCP with TLS", open_docker};
 
 const cm_backend_entry *const cm_backends[] = {&native_entry, &docker_entry, NULL};
 

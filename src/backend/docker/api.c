@@ -23,9 +23,19 @@ static bool is_socket(const char *path) {
         return path && stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
+/* HOST:PORT names a loopback address: exactly localhost, 127.x.y.z or
+ * [::1] before the port ("localhost.example.com" is not). */
 static bool loopback_host(const char *hostport) {
-        return strncmp(hostport, "127.", 4) == 0 || strncmp(hostport, "localhost", 9) == 0 ||
-               strncmp(hostport, "[::1]", 5) == 0;
+        size_t n = strcspn(hostport, ":");
+        unsigned a, b, c, d;
+        char tail;
+        if (strncmp(hostport, "[::1]", 5) == 0)
+                return hostport[5] == ':' || !hostport[5];
+        if (n == 9 && strncmp(hostport, "localhost", 9) == 0)
+                return true;
+        cleanup_free char *host = xstrndup(hostport, n);
+        return sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 && c < 256 &&
+               d < 256;
 }
 
 /* tcp://HOST:PORT: TLS when DOCKER_TLS_VERIFY or DOCKER_CERT_PATH is set,

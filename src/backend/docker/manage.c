@@ -328,7 +328,8 @@ static bool server_gone(const docker *d, const char *tag) {
 
 void dk_reap_orphans(docker *d) {
         cleanup_json json_t *v = NULL;
-        cleanup_free char *filter = dk_escape("{\"label\":[\"" DK_LABEL_SERVER "\"]}");
+        cleanup_free char *filter =
+                dk_escape("{\"label\":[\"" DK_LABEL_SERVER "\",\"" DK_LABEL_MANAGED "=true\"]}");
         cleanup_free char *path = xasprintf("/containers/json?all=1&filters=%s", filter);
         cm_err err = CM_ERR_INIT;
         const json_t *c;
