@@ -12,7 +12,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { eventually, stdioClient, tmpDir, withTimeout } from './lib.mjs';
-import { call, cgroupLimits, cgroupOf, ok, refused } from './tools.mjs';
+import { AS_NOBODY, call, cgroupLimits, cgroupOf, ok, refused } from './tools.mjs';
 
 const T = { timeout: 120000 };
 const IMAGE = 'cm-test:latest';
@@ -341,6 +341,44 @@ describe('an engine killed mid-call', () => {
     } finally {
       fake.kill('SIGKILL');
       fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+// Where the engine is, and what the server says when it cannot use it.
+describe('engine settings', () => {
+  const status = async (env, wrap) => {
+    const s = await stdioClient({ args: ['serve', '--backend', 'docker'], env: { CONTAINER_MCP_STATE_DIR: state, ...env }, wrap, initTimeout: 60000 });
+    try {
+      return ok(await call(s, 'system_status', {})).backends.find((b) => b.name === 'docker');
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  };
+
+  test('plain TCP only to loopback: a look-alike name is refused, TLS is asked for', T, async () => {
+    const d = await status({ DOCKER_HOST: 'tcp://localhost.example.com:2375' });
+    assert.equal(d.available, false);
+    assert.match(d.reason, /without TLS.*DOCKER_TLS_VERIFY/);
+    const lo = await status({ DOCKER_HOST: 'tcp://127.0.0.1:1' });
+    assert.equal(lo.available, false);
+    assert.match(lo.reason, /no engine answers at tcp:\/\/127\.0\.0\.1:1/);
+  });
+
+  test('a socket the server may not open: the message names the docker group and rootless Podman', T, async (t) => {
+    const sock = ENGINES.DOCKER_SOCK;
+    if (!sock) return t.skip(ENGINES.MISSING || ENGINES.DOCKER_SKIP || 'no Docker Engine');
+    if (process.getuid() !== 0) return t.skip('needs root to run the server as nobody');
+    const mode = fs.statSync(sock).mode & 0o777;
+    assert.equal(mode & 0o006, 0, `the engine's socket is open to everyone (${mode.toString(8)})`);
+    const nobodyState = tmpDir('cmcp-engines-nobody-');
+    fs.chownSync(nobodyState, 65534, 65534);
+    try {
+      const d = await status({ DOCKER_HOST: `unix://${sock}`, CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent' }, AS_NOBODY);
+      assert.equal(d.available, false);
+      assert.match(d.reason, /permission denied on .*docker\.sock.*docker group.*podman/);
+    } finally {
+      fs.rmSync(nobodyState, { recursive: true, force: true });
     }
   });
 });
