@@ -282,6 +282,37 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
       }
     });
 
+    test('copy_files both ways through the archive endpoints: a tree with a binary file, a long name and a symlink kept as one', T, async () => {
+      const r = await run({ command: ['sleep', '1000'] });
+      const src = path.join(allowed, `tree-${key}`);
+      const long = 'n'.repeat(150);
+      fs.rmSync(src, { recursive: true, force: true });
+      fs.mkdirSync(path.join(src, 'sub'), { recursive: true });
+      fs.writeFileSync(path.join(src, 'f.txt'), 'text\n');
+      const bin = Buffer.from(Array.from({ length: 70000 }, (_, i) => (i * 7) & 255));
+      fs.writeFileSync(path.join(src, 'sub', 'g.bin'), bin);
+      fs.writeFileSync(path.join(src, 'sub', long), 'long\n');
+      fs.symlinkSync('/etc/passwd', path.join(src, 'link'));
+      fs.chmodSync(path.join(src, 'f.txt'), 0o4755); // setuid: not carried over
+      const cin = ok(await call(s, 'copy_files', { container: r.id, direction: 'to_container', source: src, destination: '/workspace' }));
+      assert.deepEqual([cin.files, cin.directories, cin.symlinks], [3, 2, 1]);
+      const inside = ok(await call(s, 'exec_in_container', { container: r.id, command: ['sh', '-c',
+        `d=/workspace/tree-${key}; cat $d/f.txt; stat -c '%u %a' $d/f.txt; readlink $d/link; md5sum < $d/sub/g.bin; cat $d/sub/${long}`] }));
+      const md5 = (await import('node:crypto')).createHash('md5').update(bin).digest('hex');
+      assert.equal(inside.stdout, `text\n0 755\n/etc/passwd\n${md5}  -\nlong\n`);
+      const out = path.join(allowed, `back-${key}`);
+      fs.rmSync(out, { recursive: true, force: true });
+      ok(await call(s, 'copy_files', { container: r.id, direction: 'from_container', source: `/workspace/tree-${key}`, destination: out }));
+      assert.equal(fs.readFileSync(path.join(out, 'f.txt'), 'utf8'), 'text\n');
+      assert.ok(fs.readFileSync(path.join(out, 'sub', 'g.bin')).equals(bin));
+      assert.equal(fs.readFileSync(path.join(out, 'sub', long), 'utf8'), 'long\n');
+      assert.ok(fs.lstatSync(path.join(out, 'link')).isSymbolicLink());
+      assert.equal(fs.readlinkSync(path.join(out, 'link')), '/etc/passwd');
+      assert.equal(fs.statSync(path.join(out, 'f.txt')).mode & 0o7000, 0);
+      refused(await call(s, 'copy_files', { container: r.id, direction: 'to_container', source: src, destination: '/tmp' }), /tmpfs/);
+      refused(await call(s, 'copy_files', { container: r.id, direction: 'from_container', source: '/proc/self', destination: out }), /pseudo/);
+    });
+
     test("a crashed server's containers are reaped by the next server's first run", T, async () => {
       const crash = await open(sock);
       const r = ok(await call(crash, 'run_container', { image: IMAGE, command: ['sleep', '1000'] }));
@@ -343,6 +374,78 @@ describe('an engine killed mid-call', () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+// A hostile engine's archive (the real ones build theirs from the file
+// system and cannot name `..`): entries that leave the destination, by
+// `..` or through a symlink the archive made, are refused and nothing is
+// written outside it.
+describe('tar-slip from an engine', () => {
+  const block = (name, type, body = '', link = '') => {
+    const h = Buffer.alloc(512);
+    h.write(name, 0);
+    h.write('0000644\0', 100);
+    h.write('0000000\0', 108);
+    h.write('0000000\0', 116);
+    h.write(`${body.length.toString(8).padStart(11, '0')}\0`, 124);
+    h.write('00000000000\0', 136);
+    h.write('        ', 148);
+    h.write(type, 156);
+    h.write(link, 157);
+    h.write('ustar\0' + '00', 257);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
+    const data = Buffer.alloc(Math.ceil(body.length / 512) * 512);
+    data.write(body);
+    return Buffer.concat([h, data]);
+  };
+
+  for (const [what, entries] of [
+    ['a .. entry', () => [block('x/', '5'), block('x/../../escaped.txt', '0', 'pwned')]],
+    ['an entry through a symlink it made', () => [block('x/', '5'), block('x/l', '2', '', outside), block('x/l/escaped.txt', '0', 'pwned')]],
+  ]) {
+    test(`${what} is refused and writes nothing outside`, T, async () => {
+      const dir = tmpDir('cmcp-fake-tar-');
+      const sock = path.join(dir, 'fake.sock');
+      const dest = path.join(allowed, `slip-${process.pid}-${what.length}`);
+      const outsideFile = path.join(outside, 'escaped.txt');
+      const tar = Buffer.concat([...entries(), Buffer.alloc(1024)]);
+      fs.writeFileSync(path.join(dir, 'evil.tar'), tar);
+      const script = `
+        const http = require('http'), fs = require('fs');
+        const j = (res, v) => res.end(JSON.stringify(v));
+        http.createServer((req, res) => {
+          const u = req.url;
+          if (u.endsWith('/version')) return j(res, { Version: '99', ApiVersion: '1.41' });
+          if (u.endsWith('/_ping')) return res.end('OK');
+          if (u.endsWith('/info')) return j(res, { SecurityOptions: ['name=userns'] });
+          if (u.includes('/containers/') && u.endsWith('/json')) return j(res, { Id: 'c0ffee', Name: '/evil', Config: { Image: 'x', Labels: {
+            'dev.container-mcp.managed': 'true' } }, State: { Status: 'running' } });
+          if (u.includes('/archive')) { res.setHeader('content-type', 'application/x-tar'); return res.end(fs.readFileSync(${JSON.stringify(path.join(dir, 'evil.tar'))})); }
+          res.statusCode = 404; j(res, { message: 'no' });
+        }).listen(${JSON.stringify(sock)}, () => process.stdout.write('ready\\n'));`;
+      const fake = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      fake.stdout.on('data', (d) => { out += d; });
+      try {
+        await eventually(() => /ready/.test(out), 10000, 'the fake engine');
+        const s = await open(sock, { CONTAINER_MCP_ALLOW_UNMANAGED: '1', CONTAINER_MCP_SHARE_CONTAINERS: '1' });
+        try {
+          refused(await call(s, 'copy_files', { container: 'evil', direction: 'from_container', source: '/x', destination: dest }),
+            /refused an archive entry/);
+        } finally {
+          await s.close().finally(() => s.kill());
+        }
+        assert.equal(fs.existsSync(outsideFile), false, 'a file was written outside the destination');
+        assert.equal(fs.existsSync(path.join(allowed, 'escaped.txt')), false);
+      } finally {
+        fake.kill('SIGKILL');
+        fs.rmSync(dir, { recursive: true, force: true });
+        fs.rmSync(dest, { recursive: true, force: true });
+      }
+    });
+  }
 });
 
 // Where the engine is, and what the server says when it cannot use it.

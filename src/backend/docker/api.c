@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -108,6 +109,7 @@ void dk_api_free(dk_api *a) {
 
 void dk_resp_clear(dk_resp *r) {
         free(r->body);
+        free(r->header);
         memset(r, 0, sizeof *r);
 }
 
@@ -129,6 +131,26 @@ static size_t collect(char *p, size_t size, size_t n, void *arg) {
         r->len += add;
         r->body[r->len] = 0;
         return add;
+}
+
+typedef struct header_want {
+        const char *name;
+        dk_resp *resp;
+} header_want;
+
+static size_t on_header(char *p, size_t size, size_t n, void *arg) {
+        header_want *h = arg;
+        size_t len = size * n, k = strlen(h->name);
+        if (len > k + 1 && strncasecmp(p, h->name, k) == 0 && p[k] == ':' && !h->resp->header) {
+                const char *v = p + k + 1;
+                size_t vlen = len - k - 1;
+                while (vlen && (*v == ' ' || *v == '\t'))
+                        v++, vlen--;
+                while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
+                        vlen--;
+                h->resp->header = xstrndup(v, vlen);
+        }
+        return len;
 }
 
 static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
@@ -198,6 +220,7 @@ int dk_request(dk_api *a, const dk_req *req, dk_resp *ret, cm_err *err) {
         cleanup_free char *url = NULL, *body = NULL;
         struct curl_slist *hdrs = NULL;
         collector col = {ret, false};
+        header_want hw = {req->want_header, ret};
         long os_errno = 0;
         CURLcode rc;
         CURL *c;
@@ -229,6 +252,12 @@ int dk_request(dk_api *a, const dk_req *req, dk_resp *ret, cm_err *err) {
                 (void)curl_easy_setopt(c, CURLOPT_READDATA, req->read_arg);
         }
         set_options(a, c, req, url, hdrs);
+        if (strcmp(req->method, "HEAD") == 0)
+                (void)curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+        if (req->want_header) {
+                (void)curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+                (void)curl_easy_setopt(c, CURLOPT_HEADERDATA, &hw);
+        }
         (void)curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, req->write ? req->write : collect);
         (void)curl_easy_setopt(c, CURLOPT_WRITEDATA, req->write ? req->write_arg : (void *)&col);
         rc = curl_easy_perform(c);
@@ -315,6 +344,29 @@ int dk_api_negotiate(dk_api *a, cm_err *err) {
                        minor > DK_API_MAX_MINOR ? DK_API_MAX_MINOR : minor);
         a->minor = minor > DK_API_MAX_MINOR ? DK_API_MAX_MINOR : minor;
         return 0;
+}
+
+char *dk_base64_decode(const char *s, size_t *ret_len) {
+        static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        size_t n = strlen(s), j = 0;
+        unsigned acc = 0;
+        int bits = 0;
+        char *out = xmalloc(n * 3 / 4 + 4);
+        for (size_t i = 0; i < n && s[i] != '='; i++) {
+                const char *c = strchr(tab, s[i]);
+                if (!c || !s[i]) {
+                        free(out);
+                        return NULL;
+                }
+                acc = acc << 6 | (unsigned)(c - tab);
+                if ((bits += 6) >= 8) {
+                        bits -= 8;
+                        out[j++] = (char)(acc >> bits & 0xff);
+                }
+        }
+        out[j] = 0;
+        *ret_len = j;
+        return out;
 }
 
 char *dk_escape(const char *s) {

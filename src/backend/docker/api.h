@@ -53,6 +53,7 @@ typedef struct dk_req {
         dk_write_fn read;       /* an upload body (a tar), or NULL */
         void *read_arg;
         const char *content_type;
+        const char *want_header; /* keep this response header's value */
 } dk_req;
 
 typedef struct dk_resp {
@@ -61,6 +62,7 @@ typedef struct dk_resp {
         size_t len;
         bool cancelled;
         bool timed_out;
+        char *header; /* req.want_header's value, or NULL */
 } dk_resp;
 
 void dk_resp_clear(dk_resp *r);
@@ -76,6 +78,9 @@ int dk_call(dk_api *a, const char *method, const char *path, const json_t *body,
 /* Turn an engine's error answer into a message: `what` says what we asked
  * ("create container", "start container abc"); -ENOENT for 404. */
 int dk_engine_error(const dk_api *a, long status, const char *body, const char *what, cm_err *err);
+
+/* Standard base64 (owned, NUL-terminated; NULL when invalid). */
+char *dk_base64_decode(const char *s, size_t *ret_len);
 
 /* Percent-encode for a query or a path segment (owned). */
 char *dk_escape(const char *s);

@@ -50,6 +50,12 @@ int dk_file_list(cm_backend *b, const char *id, const char *path, const cm_file_
 int dk_file_delete(cm_backend *b, const char *id, const char *path, cm_err *err);
 int dk_file_move(cm_backend *b, const char *id, const char *src, const char *dst, cm_err *err);
 
+/* archive.c */
+int dk_copy_in(cm_backend *b, const char *id, const cm_host_path *src, const char *container_path,
+               cm_copy_stats *ret, cm_err *err);
+int dk_copy_out(cm_backend *b, const char *id, const char *container_path, const cm_host_path *dst,
+                cm_copy_stats *ret, cm_err *err);
+
 /* manage.c */
 int dk_list(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err);
 int dk_find(cm_backend *b, const char *ref, cm_container_info *ret, cm_err *err);
