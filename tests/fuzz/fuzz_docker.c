@@ -4,9 +4,11 @@
  * directory), and the base64 of X-Docker-Container-Path-Stat.  Nothing may
  * crash, and nothing may ever appear outside the scratch directory (its
  * sibling stays empty), whatever the archive says. */
-#define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +31,15 @@ static void emit(int stream, const char *p, size_t n, void *arg) {
                 abort();
 }
 
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
+        (void)st, (void)flag, (void)f;
+        return remove(p) < 0 ? -1 : 0;
+}
+
+/* In process (a shell per input made the fuzzer a hundred times slower). */
 static void empty_dir(const char *path) {
-        char cmd[256];
-        (void)snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir '%s'", path, path);
-        if (system(cmd) != 0)
+        (void)nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        if (mkdir(path, 0700) < 0)
                 abort();
 }
 
