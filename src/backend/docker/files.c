@@ -27,7 +27,7 @@ static const char read_script[] = DK_NOT_PSEUDO
 
 static const char write_script[] = DK_NOT_PSEUDO
         "[ -d \"$1\" ] && [ ! -L \"$1\" ] && exit 21; d=$(dirname -- \"$1\"); "
-        "(umask 022; mkdir -p -- \"$d\") || exit 2; t=\"$d/.cm-write-$$\"; cat >\"$t\" || exit 5; "
+        "(umask 022; mkdir -p -- \"$d\") || exit 2; t=\"$d/.cm-write-$$\"; head -c \"$2\" >\"$t\" || exit 5; "
         "if [ -f \"$1\" ] && [ ! -L \"$1\" ]; then chmod \"$(stat -c %a -- \"$1\")\" \"$t\"; else chmod 644 \"$t\"; fi; "
         "[ -L \"$1\" ] && rm -f -- \"$1\"; mv -f -- \"$t\" \"$1\" || { rm -f -- \"$t\"; exit 5; }";
 
@@ -101,10 +101,13 @@ int dk_file_read(cm_backend *b, const char *id, const char *path, uint64_t max_b
 
 int dk_file_write(cm_backend *b, const char *id, const char *path, const char *data, size_t len, cm_err *err) {
         cm_exec_result r = {0};
-        const char *args[] = {path};
+        char lens[32];
         int rc;
-        /* the script reads stdin to its end: an empty file needs no stdin */
-        rc = run_script(b, id, write_script, args, 1, len ? data : "", len, 4096, &r, path, err);
+        /* head -c LEN rather than cat: over TLS the end of stdin cannot be
+         * signalled (no half-close), the length can */
+        (void)snprintf(lens, sizeof lens, "%zu", len);
+        const char *args[] = {path, lens};
+        rc = run_script(b, id, write_script, args, 2, len ? data : "", len, 4096, &r, path, err);
         cm_exec_result_clear(&r);
         return rc;
 }
