@@ -265,6 +265,12 @@ int dk_request(dk_api *a, const dk_req *req, dk_resp *ret, cm_err *err) {
         (void)curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
         curl_easy_cleanup(c);
         curl_slist_free_all(hdrs);
+        if (col.over || (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && req->write && ret->status))) {
+                /* no half answers to callers: only the flags stay */
+                free(ret->body), free(ret->header);
+                ret->body = ret->header = NULL;
+                ret->len = 0;
+        }
         if (col.over)
                 return cm_err_set(err, EFBIG, "the engine's answer to %s %s passed %u MiB; refused", req->method,
                                   req->path, DK_BODY_CAP >> 20);
