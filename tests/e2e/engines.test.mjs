@@ -320,8 +320,13 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
 
     test("a crashed server's containers are reaped by the next server's first run", T, async () => {
       const crash = await open(sock);
-      const r = ok(await call(crash, 'run_container', { image: IMAGE, command: ['sleep', '1000'] }));
-      crash.kill();
+      let r;
+      try {
+        r = ok(await call(crash, 'run_container', { image: IMAGE, command: ['sleep', '1000'] }));
+        made.push(r.id);
+      } finally {
+        crash.kill(); // a server left running would keep this file's process alive
+      }
       await withTimeout(new Promise((res) => (crash.proc.exitCode !== null ? res() : crash.proc.once('exit', res))), 10000, 'kill');
       assert.equal((await inspectOf(sock, r.id)).State.Running, true);
       const next = await open(sock);
