@@ -71,7 +71,10 @@ async function processes(sock, id) {
 
 const open = (sock, env = {}) => stdioClient({
   args: ['serve', '--backend', 'docker'],
-  env: { DOCKER_HOST: `unix://${sock}`, CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed, ...env },
+  // the container cap counts every managed container on the engine, and
+  // other runs of these tests (the mutation harness) may share it
+  env: { DOCKER_HOST: `unix://${sock}`, CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed,
+    CONTAINER_MCP_MAX_CONTAINERS: '200', ...env },
   // the server asks the engine for its version at start: Podman's answer
   // takes seconds on a loaded machine
   initTimeout: 60000,
