@@ -180,6 +180,12 @@ note "native tests on cgroup v2 (qemu VM)"
 run_vm "$top/tests/vm/cgroup2.sh" vm-cgroup2
 
 note "end-to-end (official MCP SDK client)"
+# The docker backend's tests need a Docker Engine and a Podman service of
+# their own (tests/engines/start.sh; .ci/run starts them before this);
+# without root they skip and say why.
+if [[ $(id -u) -eq 0 && ! -s "${CM_ENGINES_DIR:-/tmp/cm-engines}/env" ]]; then
+        "$top/tests/engines/start.sh" && trap '"$top/tests/engines/stop.sh"' EXIT
+fi
 run_e2e "$top/build/container-mcp" e2e
 
 note "sanitizers (ASan + UBSan)"

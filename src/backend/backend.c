@@ -15,7 +15,7 @@ static cm_backend *open_apple(void) { return cm_apple_open(); }
 static const cm_backend_entry native_entry = {
         "native", "built-in Linux runtime: namespaces, cgroups, seccomp; no daemon", open_native};
 static const cm_backend_entry docker_entry = {
-        "docker", "Docker Engine API (Docker or Podman) over a Unix socket", open_docker};
+        "docker", "Docker Engine API (Docker or Podman) over a Unix socket or TCP with TLS", open_docker};
 
 /* Built everywhere (its tests run here against a fake CLI), picked by
  * default only on macOS, where Apple's CLI exists. */

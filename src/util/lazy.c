@@ -43,7 +43,8 @@ int cm_lazy_load(cm_lazy_lib *lib, cm_err *err) {
 cm_curl_api cm_curl;
 static const char *const curl_names[] = {"curl_easy_init",    "curl_easy_setopt",   "curl_easy_perform",
                                          "curl_easy_getinfo", "curl_easy_cleanup",  "curl_easy_strerror",
-                                         "curl_slist_append", "curl_slist_free_all"};
+                                         "curl_slist_append", "curl_slist_free_all", "curl_easy_send",
+                                         "curl_easy_recv"};
 static cm_lazy_lib curl_lib = {"libcurl.so.4", "libcurl4", curl_names, (void **)&cm_curl,
                                sizeof curl_names / sizeof curl_names[0], 0, {0}};
 

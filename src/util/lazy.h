@@ -43,6 +43,8 @@ typedef struct cm_curl_api {
         const char *(*easy_strerror)(CURLcode);
         struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
         void (*slist_free_all)(struct curl_slist *);
+        CURLcode (*easy_send)(CURL *, const void *, size_t, size_t *);
+        CURLcode (*easy_recv)(CURL *, void *, size_t, size_t *);
 } cm_curl_api;
 extern cm_curl_api cm_curl;
 int cm_curl_load(cm_err *err);
@@ -57,6 +59,8 @@ int cm_curl_load(cm_err *err);
 #define curl_easy_strerror cm_curl.easy_strerror
 #define curl_slist_append cm_curl.slist_append
 #define curl_slist_free_all cm_curl.slist_free_all
+#define curl_easy_send cm_curl.easy_send
+#define curl_easy_recv cm_curl.easy_recv
 #endif
 #endif
 

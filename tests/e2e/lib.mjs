@@ -264,7 +264,7 @@ function newClient() {
 
 // The SDK client over stdio, the server spawned by StdioClientTransport.
 // `wrap`: a command that runs the server, e.g. setpriv to drop privileges.
-export async function stdioClient({ args = ['serve', ...DIAG], env = {}, wrap = [] } = {}) {
+export async function stdioClient({ args = ['serve', ...DIAG], env = {}, wrap = [], initTimeout = 10000 } = {}) {
   const transport = new StdioClientTransport({
     command: wrap.length ? wrap[0] : BIN,
     args: wrap.length ? [...wrap.slice(1), BIN, ...args] : args,
@@ -273,7 +273,7 @@ export async function stdioClient({ args = ['serve', ...DIAG], env = {}, wrap = 
   });
   const err = collect(transport.stderr);
   const { client, errors } = newClient();
-  await withTimeout(client.connect(transport), 10000, 'stdio initialize');
+  await withTimeout(client.connect(transport), initTimeout, 'stdio initialize');
   const proc = transport._process;
   const exited = exitPromise(proc);
   return {

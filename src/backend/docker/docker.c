@@ -1,129 +1,121 @@
-/* The Docker Engine API backend.  So far it finds the engine and reports
- * its version; the container operations arrive with the Docker backend
- * issue, and until then the tools report that this backend cannot run
- * containers yet. */
+/* The Docker Engine API backend (Docker or Podman): the table of
+ * operations, status, and what ties a container to this server. */
 #include "backend/docker/docker.h"
 
-#include <curl/curl.h>
-#include <jansson.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
+#include "backend/docker/internal.h"
 #include "util/cleanup.h"
 #include "util/json.h"
-#include "util/lazy.h"
 
-typedef struct docker {
-        cm_backend base;
-        char *socket; /* NULL: none found */
-} docker;
-
-static bool is_socket(const char *path) {
-        struct stat st;
-        return path && stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+unsigned long long dk_proc_start(pid_t pid) {
+        char path[64], buf[1024], *p;
+        unsigned long long start = 0;
+        FILE *f;
+        (void)snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        if (!(f = fopen(path, "re")))
+                return 0;
+        p = fgets(buf, sizeof buf, f);
+        (void)fclose(f);
+        /* after the command's closing parenthesis: state is field 3, start 22 */
+        if (!p || !(p = strrchr(buf, ')')) ||
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                   &start) != 1)
+                return 0;
+        return start;
 }
 
-static char *find_socket(void) {
-        const char *env = getenv("CONTAINER_MCP_DOCKER_HOST");
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
-        cleanup_free char *user = xdg ? xasprintf("%s/podman/podman.sock", xdg) : NULL;
-        const char *candidates[] = {"/var/run/docker.sock", "/run/podman/podman.sock", user};
-
-        if (!env)
-                env = getenv("DOCKER_HOST");
-        if (env)
-                return strncmp(env, "unix://", 7) == 0 ? xstrdup(env + 7) : NULL;
-        for (size_t i = 0; i < ARRAY_SIZE(candidates); i++)
-                if (is_socket(candidates[i]))
-                        return xstrdup(candidates[i]);
-        return NULL;
+/* host/boot-id/pid/start-time (DK_LABEL_SERVER) */
+static void make_server_tag(docker *d) {
+        char host[128] = "?", boot[64] = "?";
+        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+        if (f) {
+                if (!fgets(boot, sizeof boot, f))
+                        (void)snprintf(boot, sizeof boot, "?");
+                boot[strcspn(boot, "\n/")] = 0;
+                (void)fclose(f);
+        }
+        if (gethostname(host, sizeof host) < 0)
+                (void)snprintf(host, sizeof host, "?");
+        host[strcspn(host, "/")] = 0;
+        host[sizeof host - 1] = 0;
+        (void)snprintf(d->server_tag, sizeof d->server_tag, "%s/%s/%d/%llu", host, boot, (int)getpid(),
+                       dk_proc_start(getpid()));
 }
 
-typedef struct body {
-        char *data;
-        size_t len;
-} body;
-
-static size_t collect(char *p, size_t size, size_t n, void *arg) {
-        body *b = arg;
-        size_t add = size * n;
-        if (b->len + add > (1u << 20))
-                return 0; /* a /version answer is small; refuse anything huge */
-        b->data = xrealloc(b->data, b->len + add + 1);
-        memcpy(b->data + b->len, p, add);
-        b->len += add;
-        b->data[b->len] = 0;
-        return add;
+/* Whether the engine answers now (status is asked long after the start). */
+static int ping(docker *d, cm_err *err) {
+        dk_req req = {.method = "GET", .path = "/_ping", .timeout_ms = 3000};
+        dk_resp resp;
+        int r = dk_request(&d->api, &req, &resp, err);
+        if (r == 0 && resp.status != 200)
+                r = dk_engine_error(&d->api, resp.status, resp.body, "answer a ping", err);
+        dk_resp_clear(&resp);
+        return r;
 }
 
-static void docker_status(cm_backend *be, cm_backend_status *ret) {
-        docker *d = (docker *)be;
-        body b = {NULL, 0};
-        CURL *c;
-        CURLcode rc;
-        long code = 0;
-        cm_err lerr = CM_ERR_INIT;
-
+static void docker_status(cm_backend *b, cm_backend_status *ret) {
+        docker *d = dk_of(b);
+        cm_err err = CM_ERR_INIT;
         memset(ret, 0, sizeof *ret);
-        if (!d->socket) {
-                (void)snprintf(ret->reason, sizeof ret->reason,
-                               "no Docker or Podman API socket found (DOCKER_HOST unset or not unix://, and none of "
-                               "/var/run/docker.sock, /run/podman/podman.sock, $XDG_RUNTIME_DIR/podman/podman.sock)");
+        if (d->api.problem) {
+                (void)snprintf(ret->reason, sizeof ret->reason, "%.500s", d->api.problem);
                 (void)snprintf(ret->fix, sizeof ret->fix,
-                               "start one (e.g. `podman system service --time=0 unix:///run/podman/podman.sock`) "
-                               "and set DOCKER_HOST=unix:///run/podman/podman.sock");
+                               "start an engine (dockerd, or `podman system service --time=0 "
+                               "unix:///run/podman/podman.sock`) and set DOCKER_HOST=unix:///path/to/its.sock");
                 return;
         }
-        if (cm_curl_load(&lerr) < 0) {
-                (void)snprintf(ret->reason, sizeof ret->reason, "%.500s", lerr.msg);
-                (void)snprintf(ret->fix, sizeof ret->fix, "apt-get install libcurl4");
+        /* a negotiation made just now is the ping */
+        bool fresh = d->api.minor == 0;
+        if (dk_api_negotiate(&d->api, &err) < 0 || (!fresh && ping(d, &err) < 0) || dk_check_isolation(d, &err) < 0) {
+                (void)snprintf(ret->reason, sizeof ret->reason, "%.500s", err.msg);
+                (void)snprintf(ret->fix, sizeof ret->fix, "%s",
+                               err.code == EPERM ? "start dockerd with --userns-remap=default, or use rootless "
+                                                   "Docker or Podman"
+                                                 : "start the engine, or set DOCKER_HOST to one that answers");
                 return;
         }
-        c = curl_easy_init();
-        if (!c)
-                return (void)snprintf(ret->reason, sizeof ret->reason, "libcurl failed to initialise");
-        (void)curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, d->socket);
-        (void)curl_easy_setopt(c, CURLOPT_URL, "http://d/version");
-        (void)curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
-        (void)curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        (void)curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-        (void)curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-        rc = curl_easy_perform(c);
-        (void)curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-        curl_easy_cleanup(c);
-        if (rc != CURLE_OK || code != 200) {
-                (void)snprintf(ret->reason, sizeof ret->reason, "the engine at %s does not answer: %s", d->socket,
-                               rc != CURLE_OK ? curl_easy_strerror(rc) : "HTTP error from /version");
-                (void)snprintf(ret->fix, sizeof ret->fix,
-                               "start the engine (dockerd, or `podman system service --time=0 unix://%s`)", d->socket);
-        } else {
-                cleanup_json json_t *v = json_loadb(b.data, b.len, 0, NULL);
-                const char *ver = cm_json_str(v, "Version"), *api = cm_json_str(v, "ApiVersion");
-                (void)snprintf(ret->version, sizeof ret->version, "%s (API %s)", ver ? ver : "?", api ? api : "?");
-                /* Reachable, but the container operations are the next issue's. */
-                (void)snprintf(ret->reason, sizeof ret->reason,
-                               "the engine at %s answers, but container-mcp cannot drive it yet (the Docker "
-                               "backend's container operations are still to be written)",
-                               d->socket);
-                (void)snprintf(ret->fix, sizeof ret->fix, "use the native backend for now");
-                cleanup_json json_t *det = json_pack("{s:s, s:b}", "socket", d->socket, "reachable", 1);
-                cleanup_free char *text = cm_json_dump(det);
-                (void)snprintf(ret->details, sizeof ret->details, "%s", text);
-        }
-        free(b.data);
+        ret->available = true;
+        (void)snprintf(ret->version, sizeof ret->version, "%s", d->api.version);
+        cleanup_json json_t *det = json_pack("{s:s, s:s, s:b, s:b, s:b}", "engine", d->api.podman ? "podman" : "docker",
+                                             "host", d->api.where, "tls", d->api.cert_dir != NULL, "userns",
+                                             d->userns, "rootless", d->rootless);
+        cleanup_free char *text = cm_json_dump(det);
+        (void)snprintf(ret->details, sizeof ret->details, "%s", text);
 }
 
-static void docker_free(cm_backend *be) {
-        docker *d = (docker *)be;
-        free(d->socket);
+static void docker_free(cm_backend *b) {
+        docker *d = dk_of(b);
+        dk_api_free(&d->api);
+        (void)pthread_mutex_destroy(&d->lock);
         free(d);
 }
 
 static const cm_backend_ops docker_ops = {
         .name = "docker",
         .status = docker_status,
+        .run = dk_run,
+        .run_wait = dk_run_wait,
+        .exec = dk_exec,
+        .list = dk_list,
+        .find = dk_find,
+        .inspect = dk_inspect,
+        .isolation = dk_isolation,
+        .logs = dk_logs,
+        .stats = dk_stats,
+        .stop = dk_stop,
+        .remove = dk_remove,
+        .copy_in = dk_copy_in,
+        .copy_out = dk_copy_out,
+        .file_read = dk_file_read,
+        .file_write = dk_file_write,
+        .file_list = dk_file_list,
+        .file_delete = dk_file_delete,
+        .file_move = dk_file_move,
         .free = docker_free,
 };
 
@@ -131,6 +123,8 @@ cm_backend *cm_docker_open(void) {
         docker *d = xcalloc(1, sizeof *d);
         d->base.ops = &docker_ops;
         d->base.priv = d;
-        d->socket = find_socket();
+        (void)pthread_mutex_init(&d->lock, NULL);
+        dk_api_init(&d->api);
+        make_server_tag(d);
         return &d->base;
 }

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Start the two container engines the docker backend's tests run against,
+# each private to a test directory and off the host's network:
+#   - a Docker Engine (dockerd, with its own containerd, data and exec roots,
+#     no bridge, no iptables, no IP forwarding), user-namespace remapped
+#   - Podman's API service (`podman system service`), runtime runc, its own
+#     storage (--root/--runroot), so other users of podman are untouched
+# and import into both the test image `cm-test:latest`, made from local files
+# (busybox-static with its applets, and the host's python3 when it can be
+# copied).  Prints, and writes to DIR/env, one line per engine:
+#   DOCKER_SOCK=/path   PODMAN_SOCK=/path
+# and, for an engine that could not start, DOCKER_SKIP=why / PODMAN_SKIP=why.
+#
+#   tests/engines/start.sh [DIR]   (default $CM_ENGINES_DIR or /tmp/cm-engines)
+# Stop with tests/engines/stop.sh [DIR].  Needs root (both daemons run as
+# root); `scripts/deps.sh --test` installs docker.io, podman, runc and
+# busybox-static.
+set -uo pipefail
+
+dir="${1:-${CM_ENGINES_DIR:-/tmp/cm-engines}}"
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+env_file="$dir/env"
+: >"$env_file"
+
+say() { echo "$1" | tee -a "$env_file"; }
+
+# The deadline of every wait below: a loaded machine is slow, never hung.
+wait_for() { # what, seconds, command...
+        local what="$1" secs="$2" i
+        shift 2
+        for ((i = 0; i < secs * 10; i++)); do
+                "$@" >/dev/null 2>&1 && return 0
+                sleep 0.1
+        done
+        echo "engines: $what did not come up within ${secs}s" >&2
+        return 1
+}
+
+image_tar() {
+        local tar="$dir/cm-test.tar"
+        [[ -s "$tar" ]] && return 0
+        "$here/image.sh" "$dir/rootfs" "$tar"
+}
+
+start_docker() {
+        local d="$dir/docker" sock="$dir/docker/docker.sock"
+        if [[ $(id -u) -ne 0 ]]; then say "DOCKER_SKIP='dockerd needs root'"; return; fi
+        if ! command -v dockerd >/dev/null; then say "DOCKER_SKIP='dockerd is not installed (apt-get install docker.io)'"; return; fi
+        mkdir -p "$d"
+        if ! curl -sf --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
+                rm -f "$sock"
+                # Remapped user namespaces: root in a container is dockremap's
+                # subordinate range on the host, the engine's equivalent of
+                # the native runtime's user namespace.
+                setsid dockerd --host "unix://$sock" --data-root "$d/data" --exec-root "$d/exec" \
+                        --pidfile "$d/pid" --bridge none --iptables=false --ip6tables=false \
+                        --ip-forward=false --ip-masq=false --userns-remap=default \
+                        --storage-driver vfs --log-level warn >"$d/log" 2>&1 </dev/null &
+                if ! wait_for dockerd 60 curl -sf --unix-socket "$sock" http://d/_ping; then
+                        say "DOCKER_SKIP='dockerd did not start: $(tail -n 3 "$d/log" | tr "'\n" '" ')'"
+                        return
+                fi
+        fi
+        if ! docker -H "unix://$sock" image inspect cm-test:latest >/dev/null 2>&1; then
+                docker -H "unix://$sock" import "$dir/cm-test.tar" cm-test:latest >/dev/null ||
+                        { say "DOCKER_SKIP='docker import of the test image failed'"; return; }
+        fi
+        say "DOCKER_SOCK=$sock"
+}
+
+podman_() { podman --root "$dir/podman/root" --runroot "$dir/podman/run" --runtime runc \
+        --cgroup-manager cgroupfs --events-backend file "$@"; }
+
+start_podman() {
+        local d="$dir/podman" sock="$dir/podman/podman.sock"
+        if [[ $(id -u) -ne 0 ]]; then say "PODMAN_SKIP='the podman service of the tests runs as root'"; return; fi
+        if ! command -v podman >/dev/null; then say "PODMAN_SKIP='podman is not installed (apt-get install podman)'"; return; fi
+        mkdir -p "$d"
+        # Rootful Podman gives each container its own user namespace only with
+        # --userns=auto (the docker backend asks for it), which takes ids from
+        # the subordinate ranges of the user "containers".
+        for f in /etc/subuid /etc/subgid; do
+                grep -q '^containers:' "$f" 2>/dev/null || echo 'containers:1000000:4194304' >>"$f"
+        done
+        if ! curl -sf --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
+                rm -f "$sock"
+                setsid podman --root "$d/root" --runroot "$d/run" --runtime runc --cgroup-manager cgroupfs \
+                        --events-backend file system service --time=0 "unix://$sock" >"$d/log" 2>&1 </dev/null &
+                echo $! >"$d/pid"
+                if ! wait_for podman 60 curl -sf --unix-socket "$sock" http://d/_ping; then
+                        say "PODMAN_SKIP='podman system service did not start: $(tail -n 3 "$d/log" | tr "'\n" '" ')'"
+                        return
+                fi
+        fi
+        if ! podman_ image exists cm-test:latest; then
+                podman_ import -q "$dir/cm-test.tar" cm-test:latest >/dev/null ||
+                        { say "PODMAN_SKIP='podman import of the test image failed'"; return; }
+        fi
+        say "PODMAN_SOCK=$sock"
+}
+
+if ! image_tar; then
+        say "DOCKER_SKIP='no test image (busybox-static missing?)'"
+        say "PODMAN_SKIP='no test image (busybox-static missing?)'"
+        exit 0
+fi
+start_docker
+start_podman
