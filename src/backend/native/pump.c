@@ -142,13 +142,20 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                         fds[1] = -1;
                 }
                 if (idx_in >= 0 && pf[idx_in].revents) {
-                        ssize_t w = pf[idx_in].revents & POLLOUT
-                                            ? send(in_fd, io->in_data + in_off, io->in_len - in_off,
-                                                   MSG_NOSIGNAL | MSG_DONTWAIT)
-                                            : -1;
+                        /* POLLERR or POLLHUP without POLLOUT: the reader is
+                         * gone.  Its own errno, not one a read above left
+                         * (an EAGAIN there kept a dead stdin polled, and
+                         * this loop spinning, for good). */
+                        ssize_t w = -1;
+                        int e = EPIPE;
+                        if (pf[idx_in].revents & POLLOUT) {
+                                w = send(in_fd, io->in_data + in_off, io->in_len - in_off,
+                                         MSG_NOSIGNAL | MSG_DONTWAIT);
+                                e = w < 0 ? errno : 0;
+                        }
                         if (w > 0)
                                 in_off += (size_t)w;
-                        if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == io->in_len) {
+                        if ((w < 0 && e != EAGAIN && e != EINTR) || in_off == io->in_len) {
                                 (void)close(in_fd);
                                 in_fd = -1;
                         }
