@@ -19,7 +19,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { eventually, runCli, stdioClient, tmpDir } from './lib.mjs';
-import { AS_NOBODY, call, nativeBackend, ok, procsWith, refused, relabelManaged } from './tools.mjs';
+import { AS_NOBODY, call, nativeBackend, ok, procsWith, refused, relabelManaged, busyboxImage } from './tools.mjs';
 
 const T = { timeout: 120000 };
 const state = tmpDir('cmcp-dexec-state-');
@@ -154,14 +154,9 @@ describe('running', () => {
 
   test('a container without bash: sh -c, and the result and the record say so', T, async (t) => {
     if (skip) return t.skip(skip);
-    if (!fs.existsSync('/usr/bin/busybox')) return t.skip('no /usr/bin/busybox (apt-get install busybox-static)');
-    const images = tmpDir('cmcp-dexec-images-');
-    const rootfs = path.join(images, 'tiny');
-    fs.mkdirSync(path.join(rootfs, 'bin'), { recursive: true });
-    fs.copyFileSync('/usr/bin/busybox', path.join(rootfs, 'bin', 'busybox'));
-    fs.chmodSync(path.join(rootfs, 'bin', 'busybox'), 0o755);
-    for (const l of ['sh', 'sleep', 'echo', 'cat']) fs.symlinkSync('busybox', path.join(rootfs, 'bin', l));
-    for (const d of [images, rootfs]) fs.chmodSync(d, 0o755);
+    const img = busyboxImage('cmcp-dexec-images-');
+    if (!img) return t.skip('no /usr/bin/busybox (apt-get install busybox-static)');
+    const { images, rootfs } = img;
     const s = await open({ CONTAINER_MCP_IMAGE_DIRS: images });
     try {
       const id = await keeper(s, { image: rootfs, command: ['/bin/sleep', '600'] });

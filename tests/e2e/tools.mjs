@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
+import { tmpDir } from './lib.mjs';
+
 // setpriv's arguments that run the server as nobody.
 export const AS_NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'];
 
@@ -132,4 +134,20 @@ export function cgroupLimits(insp) {
     memory: Number(read(dirs.memory, 'memory.limit_in_bytes')),
     cpus: Number(read(dirs.cpu, 'cpu.cfs_quota_us')) / Number(read(dirs.cpu, 'cpu.cfs_period_us')),
   };
+}
+
+// A directory image of busybox-static alone (no bash), for the sh
+// fallbacks: `tools` as links to it, the directories 0755 so a server run
+// as nobody can use it.  { images, rootfs }, or null without
+// /usr/bin/busybox (apt-get install busybox-static).
+export function busyboxImage(prefix, tools = ['sh', 'sleep', 'echo', 'cat']) {
+  if (!fs.existsSync('/usr/bin/busybox')) return null;
+  const images = tmpDir(prefix);
+  const rootfs = path.join(images, 'tiny');
+  fs.mkdirSync(path.join(rootfs, 'bin'), { recursive: true });
+  fs.copyFileSync('/usr/bin/busybox', path.join(rootfs, 'bin', 'busybox'));
+  fs.chmodSync(path.join(rootfs, 'bin', 'busybox'), 0o755);
+  for (const l of tools) fs.symlinkSync('busybox', path.join(rootfs, 'bin', l));
+  for (const d of [images, rootfs]) fs.chmodSync(d, 0o755);
+  return { images, rootfs };
 }

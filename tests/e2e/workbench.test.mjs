@@ -18,7 +18,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { assertNoSanitizerReport, eventually, httpClient, sseClient, startHttp, stdioClient, tmpDir } from './lib.mjs';
-import { AS_NOBODY, alive, call, nativeBackend, ok, ownCgroupDirs, procsWith, refused } from './tools.mjs';
+import { AS_NOBODY, alive, call, nativeBackend, ok, ownCgroupDirs, procsWith, refused, busyboxImage } from './tools.mjs';
 
 const T = { timeout: 120000 };
 const state = tmpDir('cmcp-workbench-state-');
@@ -319,14 +319,9 @@ describe('the session sandbox', () => {
 
   test('an image without bash: system_run_command runs sh -c and says so', T, async (t) => {
     if (skip) return t.skip(skip);
-    if (!fs.existsSync('/usr/bin/busybox')) return t.skip('no /usr/bin/busybox (apt-get install busybox-static)');
-    const images = tmpDir('cmcp-workbench-images-');
-    const rootfs = path.join(images, 'tiny');
-    fs.mkdirSync(path.join(rootfs, 'bin'), { recursive: true });
-    fs.copyFileSync('/usr/bin/busybox', path.join(rootfs, 'bin', 'busybox'));
-    fs.chmodSync(path.join(rootfs, 'bin', 'busybox'), 0o755);
-    for (const l of ['sh', 'sleep', 'echo', 'cat']) fs.symlinkSync('busybox', path.join(rootfs, 'bin', l));
-    for (const d of [images, rootfs]) fs.chmodSync(d, 0o755);
+    const img = busyboxImage('cmcp-workbench-images-');
+    if (!img) return t.skip('no /usr/bin/busybox (apt-get install busybox-static)');
+    const { images, rootfs } = img;
     const s = await open({ CONTAINER_MCP_IMAGE_DIRS: images, CONTAINER_MCP_SANDBOX_IMAGE: rootfs });
     try {
       assert.ok(!fs.existsSync(path.join(rootfs, 'bin', 'bash')));
