@@ -1,11 +1,13 @@
 /* container-mcp: disposable, isolated containers for AI agents over MCP.
  * This file only dispatches to a subcommand; everything else is a library. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cmd/cmd.h"
 #include "config.h"
+#include "transport/transport.h"
 
 static const cm_command commands[] = {
         {"serve", "serve MCP over stdio (default), Streamable HTTP, or a Unix socket", cmd_serve},
@@ -28,6 +30,23 @@ static void usage(FILE *f) {
                    "`container-mcp COMMAND --help` explains a command.\n\n"
                    "  -h, --help     show this help\n"
                    "  -V, --version  show the version\n");
+}
+
+static void on_stop_signal(int sig) {
+        (void)sig;
+        cm_request_stop();
+}
+
+void cmd_install_stop_signals(void) {
+        struct sigaction sa = {0};
+        (void)cm_stop_fd(); /* the pipe must exist before a handler can write to it */
+        sa.sa_handler = on_stop_signal;
+        (void)sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGINT, &sa, NULL);
+        (void)sigaction(SIGTERM, &sa, NULL);
+        (void)sigaction(SIGHUP, &sa, NULL);
+        sa.sa_handler = SIG_IGN;
+        (void)sigaction(SIGPIPE, &sa, NULL);
 }
 
 int cmd_usage_error(const char *cmd, const char *fmt, ...) {

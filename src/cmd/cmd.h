@@ -18,5 +18,8 @@ int cmd_patch(int argc, char **argv);
 
 /* Shared by subcommands: report a usage error the way every one does. */
 int cmd_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* SIGINT, SIGTERM and SIGHUP ask for a clean stop (cm_request_stop);
+ * SIGPIPE is ignored: a vanished client is an error return, not a death. */
+void cmd_install_stop_signals(void);
 
 #endif

@@ -26,22 +26,6 @@ static void proxy_help(void) {
                "  -h, --help          show this help\n");
 }
 
-static void on_signal(int sig) {
-        (void)sig;
-        cm_request_stop();
-}
-
-static void install_signals(void) {
-        struct sigaction sa = {0};
-        (void)cm_stop_fd();
-        sa.sa_handler = on_signal;
-        (void)sigemptyset(&sa.sa_mask);
-        (void)sigaction(SIGINT, &sa, NULL);
-        (void)sigaction(SIGTERM, &sa, NULL);
-        (void)sigaction(SIGHUP, &sa, NULL);
-        sa.sa_handler = SIG_IGN;
-        (void)sigaction(SIGPIPE, &sa, NULL);
-}
 
 int cmd_proxy(int argc, char **argv) {
         cleanup_free char **serve = xcalloc((size_t)argc + 1, sizeof *serve);
@@ -80,7 +64,7 @@ int cmd_proxy(int argc, char **argv) {
                         fprintf(stderr, "container-mcp proxy: started the daemon (pid %ld, socket %s, log %s)\n",
                                 (long)st.pid, p.socket, p.log);
         }
-        install_signals();
+        cmd_install_stop_signals();
         if (cm_relay_run(&(cm_relay_opts){.socket_path = p.socket,
                                           .token = cm_daemon_token(),
                                           .in_fd = STDIN_FILENO,

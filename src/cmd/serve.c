@@ -192,22 +192,6 @@ static int apply_flags(cm_config *cfg, const serve_opts *o, cm_err *err) {
         return 0;
 }
 
-static void on_signal(int sig) {
-        (void)sig;
-        cm_request_stop();
-}
-
-static void install_signals(void) {
-        struct sigaction sa = {0};
-        (void)cm_stop_fd(); /* the pipe must exist before a handler can write to it */
-        sa.sa_handler = on_signal;
-        (void)sigemptyset(&sa.sa_mask);
-        (void)sigaction(SIGINT, &sa, NULL);
-        (void)sigaction(SIGTERM, &sa, NULL);
-        (void)sigaction(SIGHUP, &sa, NULL);
-        sa.sa_handler = SIG_IGN;
-        (void)sigaction(SIGPIPE, &sa, NULL); /* a vanished client is an error return, not a death */
-}
 
 static json_t *daemon_status(void *arg) { return cm_daemon_sandboxes_json(arg); }
 
@@ -274,7 +258,7 @@ int cmd_serve(int argc, char **argv) {
                 log_error("%s", err.msg);
                 goto out;
         }
-        install_signals();
+        cmd_install_stop_signals();
         if (run_transport(srv, &cfg, &o, &err) < 0)
                 log_error("%s", err.msg);
         else
