@@ -308,6 +308,28 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
       }
     });
 
+    test('the codex tools on the engine: dexec (sh without bash, exit code, stdin, head and tail of a long output, the run log) and dpatch (add, update, CRLF kept, a failing hunk changing nothing)', T, async () => {
+      const r = await run({ command: ['sleep', '1000'] });
+      const d = ok(await call(s, 'dexec', { container: r.id, command: 'echo hi; cat; exit 3', stdin: 'in\n' }));
+      assert.deepEqual([d.exit_code, d.preview, d.truncated_bytes, d.timed_out, d.shell], [3, 'hi\nin\n', 0, false, 'sh']);
+      const rec = fs.readFileSync(d.runlog, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).at(-1);
+      assert.deepEqual([rec.container_id, rec.exit_code, rec.stdout, rec.stdin_bytes], [r.id, 3, 'hi\nin\n', 3]);
+      const all = Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join('');
+      const long = ok(await call(s, 'dexec', { container: r.id, command: 'seq 1 20000' }));
+      assert.equal(long.truncated_bytes, all.length - 4096);
+      assert.ok(long.preview.startsWith(all.slice(0, 2048)), long.preview.slice(0, 100));
+      assert.ok(long.preview.endsWith(all.slice(-2048)), long.preview.slice(-100));
+      ok(await call(s, 'exec_in_container', { container: r.id, command: ['sh', '-c', "mkdir -p /opt/cm && printf 'one\\r\\ntwo\\r\\n' > /opt/cm/crlf.txt"] }));
+      const patch = ['*** Begin Patch', '*** Add File: /opt/cm/new/p.txt', '+added', '*** Update File: /opt/cm/crlf.txt', '@@', ' one', '-two', '+TWO', '*** End Patch', ''].join('\n');
+      const pr = ok(await call(s, 'dpatch', { container: r.id, patch }));
+      assert.deepEqual(pr.files.map((f) => [f.path, f.action]), [['/opt/cm/new/p.txt', 'added'], ['/opt/cm/crlf.txt', 'updated']]);
+      const cat = async () => ok(await call(s, 'exec_in_container', { container: r.id, command: ['cat', '/opt/cm/new/p.txt', '/opt/cm/crlf.txt'] })).stdout;
+      assert.equal(await cat(), 'added\none\r\nTWO\r\n');
+      const bad = ['*** Begin Patch', '*** Update File: /opt/cm/new/p.txt', '@@', '-added', '+changed', '*** Update File: /opt/cm/crlf.txt', '@@', '-not there', '+x', '*** End Patch', ''].join('\n');
+      refused(await call(s, 'dpatch', { container: r.id, patch: bad }), /crlf\.txt/);
+      assert.equal(await cat(), 'added\none\r\nTWO\r\n', 'a failing hunk changed a file');
+    });
+
     test('copy_files both ways through the archive endpoints: a tree with a binary file, a long name and a symlink kept as one', T, async () => {
       const r = await run({ command: ['sleep', '1000'] });
       const src = path.join(allowed, `tree-${key}`);
