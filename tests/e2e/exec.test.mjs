@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
 import { eventually, stdioClient, tmpDir } from './lib.mjs';
-import { alive, call, nativeBackend, ok, ownCgroupDirs, procsWith } from './tools.mjs';
+import { alive, busyboxImage, call, nativeBackend, ok, ownCgroupDirs, procsWith } from './tools.mjs';
 
 const T = { timeout: 90000 };
 const CAP = 1 << 20;
@@ -126,6 +126,43 @@ describe('output cap', () => {
       assert.equal(ok(await call(s, 'run_container', { image: 'host', wait: true, command: ['echo', 'healthy'] })).stdout, 'healthy\n');
     } finally {
       await s.close().finally(() => s.kill());
+    }
+  });
+});
+
+describe('stdin', () => {
+  // busybox cat copies stdin to stdout with sendfile: it holds its stdout
+  // pipe's lock while it waits for input, so a server that reads the output
+  // before it has written stdin blocks on that lock (O_NONBLOCK or not)
+  // and never writes it. Six servers at once, twice: the race lost about
+  // one exec in three before the pump wrote stdin first.
+  test('stdin reaches a command that splices it to its stdout (busybox cat): no exec hangs', { timeout: 180000 }, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    const img = busyboxImage('cmcp-exec-images-');
+    if (!img) return t.skip('no /usr/bin/busybox (apt-get install busybox-static)');
+    const one = async () => {
+      // each its own state dir (servers sharing one while they all start
+      // sandboxes is another matter, see the issue notes)
+      const own = tmpDir('cmcp-exec-stdin-');
+      const s = await open({ CONTAINER_MCP_IMAGE_DIRS: img.images, CONTAINER_MCP_STATE_DIR: own });
+      try {
+        const c = ok(await call(s, 'run_container', { image: img.rootfs, command: ['/bin/sleep', '600'] }));
+        let timer;
+        const hung = new Promise((resolve) => { timer = setTimeout(() => resolve('hung'), 60000); });
+        const e = await Promise.race([call(s, 'exec_in_container', { container: c.id, command: ['sh', '-c', 'echo hi; cat'], stdin: 'in', timeout: 30 }), hung]);
+        clearTimeout(timer);
+        assert.notEqual(e, 'hung', 'the exec with stdin never returned (its 30 s timeout did not fire either)');
+        assert.deepEqual([ok(e).stdout, ok(e).exitCode], ['hi\nin', 0]);
+        ok(await call(s, 'remove_container', { container: c.id, force: true }));
+      } finally {
+        await s.close().finally(() => s.kill());
+        fs.rmSync(own, { recursive: true, force: true });
+      }
+    };
+    try {
+      for (let round = 0; round < 2; round++) await Promise.all(Array.from({ length: 6 }, one));
+    } finally {
+      fs.rmSync(img.images, { recursive: true, force: true });
     }
   });
 });

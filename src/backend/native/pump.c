@@ -133,14 +133,10 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                                 continue;
                         return cm_err_sys(err, errno, "poll on the sandbox's output");
                 }
-                if (idx_out >= 0 && pf[idx_out].revents && !drain(fds[0], &out, watch, 1)) {
-                        (void)close(fds[0]);
-                        fds[0] = -1;
-                }
-                if (idx_err >= 0 && pf[idx_err].revents && !drain(fds[1], &errb, watch, 2)) {
-                        (void)close(fds[1]);
-                        fds[1] = -1;
-                }
+                /* stdin before the output: a process that splices its stdin
+                 * into its stdout pipe (busybox cat's sendfile) holds that
+                 * pipe's lock while it waits for input, and our read of
+                 * the pipe then blocks on the lock, O_NONBLOCK or not. */
                 if (idx_in >= 0 && pf[idx_in].revents) {
                         /* POLLERR or POLLHUP without POLLOUT: the reader is
                          * gone.  Its own errno, not one a read above left
@@ -159,6 +155,14 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                                 (void)close(in_fd);
                                 in_fd = -1;
                         }
+                }
+                if (idx_out >= 0 && pf[idx_out].revents && !drain(fds[0], &out, watch, 1)) {
+                        (void)close(fds[0]);
+                        fds[0] = -1;
+                }
+                if (idx_err >= 0 && pf[idx_err].revents && !drain(fds[1], &errb, watch, 2)) {
+                        (void)close(fds[1]);
+                        fds[1] = -1;
                 }
                 if (idx_pid >= 0 && pf[idx_pid].revents) {
                         exited = true;
