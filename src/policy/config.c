@@ -260,6 +260,8 @@ int cm_config_set_runlog_dir(cm_config *cfg, const char *dir, const char *settin
                 return -EACCES;
         }
         free(cfg->runlog_dir);
+        free(cfg->runlog_unusable);
+        cfg->runlog_unusable = NULL;
         cfg->runlog_dir = real;
         return 0;
 }
@@ -467,7 +469,12 @@ static int load_codex(cm_config *cfg, cm_err *err) {
         v = getenv("CONTAINER_MCP_RUNLOG_DIR");
         if (v && *v)
                 return cm_config_set_runlog_dir(cfg, v, "CONTAINER_MCP_RUNLOG_DIR", err);
-        return cm_config_set_runlog_dir(cfg, def, "runlog/ of the state dir, CONTAINER_MCP_STATE_DIR", err);
+        /* The default: a state dir that cannot hold it (the native runtime
+         * is then unusable too) must not stop the server; dexec says why. */
+        cm_err why = CM_ERR_INIT;
+        if (cm_config_set_runlog_dir(cfg, def, "runlog/ of the state dir, CONTAINER_MCP_STATE_DIR", &why) < 0)
+                cfg->runlog_unusable = xstrdup(why.msg);
+        return 0;
 }
 
 static int load_env(cm_config *cfg, cm_err *err) {
@@ -699,6 +706,7 @@ void cm_config_free(cm_config *cfg) {
         cm_strv_free(cfg->shared_containers);
         cm_strv_free(cfg->allowed_containers);
         free(cfg->runlog_dir);
+        free(cfg->runlog_unusable);
         free(cfg->token);
         free(cfg->scratch_dir);
         free(cfg->state_dir);

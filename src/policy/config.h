@@ -78,6 +78,7 @@ typedef struct cm_config {
          * by cm_config_set_runlog_dir), the most output one record keeps,
          * and the size of the preview a result carries. */
         char *runlog_dir;          /* --runlog-dir, CONTAINER_MCP_RUNLOG_DIR; <state dir>/runlog */
+        char *runlog_unusable;     /* why the default runlog_dir could not be made (it is then NULL) */
         int64_t runlog_max_bytes;  /* CONTAINER_MCP_RUNLOG_MAX_BYTES */
         int64_t runlog_max_total;  /* CONTAINER_MCP_RUNLOG_MAX_TOTAL: the directory's files together */
         unsigned dexec_preview_bytes; /* CONTAINER_MCP_DEXEC_PREVIEW_BYTES */

@@ -39,7 +39,8 @@ static void buf_add(buf *b, const char *p, size_t n) {
                 b->data = xrealloc(b->data, a);
                 b->alloc = a;
         }
-        memcpy(b->data + b->len, p, n);
+        if (n) /* p may be NULL when there is nothing */
+                memcpy(b->data + b->len, p, n);
         b->len += n;
 }
 
@@ -216,6 +217,10 @@ static int open_log(mcp_call *call, run *rn, cm_err *err) {
         const cm_config *cfg = cm_call_app(call)->cfg;
         cleanup_free char *name = conversation(call, &rn->thread);
         cleanup_free char *file = cm_runlog_file_name(name, rn->time_ms);
+        if (!cfg->runlog_dir)
+                return cm_err_set(err, EIO, "dexec keeps a run log and has none: %s; set --runlog-dir or "
+                                            "CONTAINER_MCP_RUNLOG_DIR to a directory of this user's",
+                                  cfg->runlog_unusable ? cfg->runlog_unusable : "no directory");
         if (cm_runlog_check_total(cfg->runlog_dir, cfg->runlog_max_total, err) < 0)
                 return -1;
         rn->fd = cm_runlog_open(cfg->runlog_dir, file, err);
