@@ -50,7 +50,9 @@ start_docker() {
         if ! command -v dockerd >/dev/null; then say "DOCKER_SKIP='dockerd is not installed (apt-get install docker.io)'"; return; fi
         mkdir -p "$d"
         if ! curl -sf --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
-                rm -f "$sock"
+                # No engine answers: what a killed run left (a half-made
+                # id-mapped data root, which dockerd then refuses) goes.
+                rm -rf "$sock" "$d/data" "$d/exec"
                 # Remapped user namespaces: root in a container is dockremap's
                 # subordinate range on the host, the engine's equivalent of
                 # the native runtime's user namespace.
@@ -85,7 +87,9 @@ start_podman() {
                 grep -q '^containers:' "$f" 2>/dev/null || echo 'containers:1000000:4194304' >>"$f"
         done
         if ! curl -sf --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
-                rm -f "$sock"
+                # No engine answers: what a killed run left (a half-made
+                # id-mapped data root, which dockerd then refuses) goes.
+                rm -rf "$sock" "$d/data" "$d/exec"
                 setsid podman --root "$d/root" --runroot "$d/run" --runtime runc --cgroup-manager cgroupfs \
                         --events-backend file system service --time=0 "unix://$sock" >"$d/log" 2>&1 </dev/null &
                 echo $! >"$d/pid"
