@@ -13,7 +13,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { REPO, stdioClient, tmpDir } from './lib.mjs';
-import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
+import { AS_NOBODY, call, nativeBackend, ok, refused, hostTrap } from './tools.mjs';
 
 const T = { timeout: 180000 };
 const state = tmpDir('cmcp-dpatch-state-');
@@ -24,13 +24,8 @@ const NOBODY = { CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent' };
 const open = (env = {}, wrap = []) => stdioClient({ args: ['serve'], env: { ...ENV, ...env }, wrap });
 const CORPUS = path.join(REPO, 'tests', 'patch', 'corpus');
 
-// A host directory anyone may write: what a path escaping the container
-// would reach.
-const hostDir = tmpDir('cmcp-dpatch-host-');
-fs.chmodSync(hostDir, 0o777);
 const SECRET = 'host secret, never to be patched\n';
-fs.writeFileSync(path.join(hostDir, 'secret.txt'), SECRET);
-const hostEntries = () => fs.readdirSync(hostDir).filter((n) => n !== 'secret.txt');
+const { dir: hostDir, entries: hostEntries } = hostTrap('cmcp-dpatch-host-', SECRET);
 
 let nativeReason = null;
 before(async () => {

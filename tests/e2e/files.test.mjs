@@ -12,7 +12,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { stdioClient, tmpDir } from './lib.mjs';
-import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
+import { AS_NOBODY, call, nativeBackend, ok, refused, hostTrap } from './tools.mjs';
 
 const T = { timeout: 120000 };
 const state = tmpDir('cmcp-files-state-');
@@ -22,13 +22,8 @@ const ENV = { CONTAINER_MCP_STATE_DIR: state };
 const NOBODY = { CONTAINER_MCP_STATE_DIR: nobodyState, HOME: '/nonexistent' };
 const open = (env = {}, wrap = []) => stdioClient({ args: ['serve'], env: { ...ENV, ...env }, wrap });
 
-// A host directory anyone may write (a root server's sandbox root is an
-// unprivileged host id): what a path escaping the container would reach.
-const hostDir = tmpDir('cmcp-files-host-');
-fs.chmodSync(hostDir, 0o777);
 const SECRET = 'host secret, never to be read\n';
-fs.writeFileSync(path.join(hostDir, 'secret.txt'), SECRET);
-const hostEntries = () => fs.readdirSync(hostDir).filter((n) => n !== 'secret.txt');
+const { dir: hostDir, entries: hostEntries } = hostTrap('cmcp-files-host-', SECRET);
 
 let nativeReason = null;
 before(async () => {

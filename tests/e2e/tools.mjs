@@ -151,3 +151,13 @@ export function busyboxImage(prefix, tools = ['sh', 'sleep', 'echo', 'cat']) {
   for (const d of [images, rootfs]) fs.chmodSync(d, 0o755);
   return { images, rootfs };
 }
+
+// A host directory anyone may write (a root server's sandbox root is an
+// unprivileged host id), holding secret.txt: what a path escaping the
+// container would reach.  entries(): what appeared there beside the secret.
+export function hostTrap(prefix, secret) {
+  const dir = tmpDir(prefix);
+  fs.chmodSync(dir, 0o777);
+  fs.writeFileSync(path.join(dir, 'secret.txt'), secret);
+  return { dir, entries: () => fs.readdirSync(dir).filter((n) => n !== 'secret.txt') };
+}
