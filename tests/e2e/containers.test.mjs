@@ -48,11 +48,10 @@ let netReason = null;
 let cgroupMode = 'none';
 
 before(async () => {
-  const { reason, details } = await nativeBackend(open);
+  const { reason, details, netReason: why } = await nativeBackend(open);
   nativeReason = reason;
   cgroupMode = details?.cgroup || 'none';
-  if (!reason && (details.network_stack === 'none' || !details.network_stack))
-    netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
+  netReason = why;
 });
 
 after(() => {

@@ -118,10 +118,7 @@ let cgroupReason = null;
 let netReason = null;
 
 before(async () => {
-  let details;
-  ({ reason: nativeReason, cgroupReason, details } = await nativeBackend(open));
-  if (!nativeReason && (!details.network_stack || details.network_stack === 'none'))
-    netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
+  ({ reason: nativeReason, cgroupReason, netReason } = await nativeBackend(open));
 });
 
 after(() => {

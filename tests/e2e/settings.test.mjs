@@ -26,10 +26,7 @@ let nativeReason = null;
 let cgroupReason = null;
 let netReason = null;
 before(async () => {
-  let details;
-  ({ reason: nativeReason, cgroupReason, details } = await nativeBackend(open));
-  if (!nativeReason && (details.network_stack === 'none' || !details.network_stack))
-    netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
+  ({ reason: nativeReason, cgroupReason, netReason } = await nativeBackend(open));
 });
 after(() => fs.rmSync(state, { recursive: true, force: true }));
 

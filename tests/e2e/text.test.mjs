@@ -19,10 +19,7 @@ const SCRIPT = "printf 'one\\0two\\0three\\n'; printf 'back\\\\slash\\n'; printf
 let reason = null;
 let netReason = null;
 before(async () => {
-  const { reason: r, details } = await nativeBackend(open);
-  reason = r;
-  if (!r && (details.network_stack === 'none' || !details.network_stack))
-    netReason = 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)';
+  ({ reason, netReason } = await nativeBackend(open));
 });
 after(() => fs.rmSync(state, { recursive: true, force: true }));
 

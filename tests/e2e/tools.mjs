@@ -25,7 +25,8 @@ export function refused(r, ...patterns) {
 
 // The native backend's entry of system_status, from a server `open` starts:
 // { reason: why it cannot run here or null, cgroupReason: why it has no
-// cgroup limits here or null, details }.
+// cgroup limits here or null, netReason: why `network: true` cannot work
+// here (no user-mode network stack) or null, details }.
 export async function nativeBackend(open) {
   const s = await open();
   try {
@@ -35,6 +36,8 @@ export async function nativeBackend(open) {
       reason: native.available ? null : `native runtime unavailable here: ${native.reason}`,
       cgroupReason: native.available && (!details.cgroup || details.cgroup === 'none')
         ? `no cgroup limits on this machine (${JSON.stringify(details)})` : null,
+      netReason: native.available && (!details.network_stack || details.network_stack === 'none')
+        ? 'neither pasta nor slirp4netns is installed (apt-get install passt slirp4netns)' : null,
       details,
     };
   } finally {
