@@ -214,7 +214,7 @@ describe('timeout and cancellation', () => {
     try {
       const id = await keeper(s);
       const m = marker();
-      const r = ok(await dexec(s, { container: id, command: `echo started; ${tree(m)}`, timeout_sec: 1 }));
+      const r = ok(await dexec(s, { container: id, command: `echo started; ${tree(m)}`, timeout_sec: 5 }));
       assert.deepEqual([r.timed_out, r.preview], [true, 'started\n']);
       await eventually(() => procsWith(m).length === 0, 20000, `every "sleep ${m}" to be gone after the timeout`);
       const rec = records(r.runlog).at(-1);

@@ -111,7 +111,9 @@ describe('the warm python3 of a sandbox', () => {
       // time (no timing: it polls the sandbox's own /proc).
       const survivor = py(s, `import os, time\ndef marked():\n    n = 0\n    for p in os.listdir('/proc'):\n        try:\n            n += p.isdigit() and '${m}' in open('/proc/%s/cmdline' % p).read()\n        except OSError:\n            pass\n    return n\nend = time.time() + 90\nwhile not marked() and time.time() < end:\n    time.sleep(0.05)\nwhile marked() and time.time() < end:\n    time.sleep(0.05)\nprint('survived', os.getppid(), flush=True)`, { timeout: 100 });
       survivor.catch(() => {}); // awaited below; a failure before must not hide behind it
-      const victim = ok(await py(s, `import subprocess, time\nsubprocess.Popen(['setsid', 'sleep', '${m}'])\nsubprocess.Popen(['sleep', '${m}'])\nprint('started', flush=True)\ntime.sleep(1000)`, { timeout: 2 }));
+      // (6 s: the victim, forked from the warm zygote, must print and start its
+      // sleeps before its timeout; 2 s is short on a loaded 2-core machine)
+      const victim = ok(await py(s, `import subprocess, time\nsubprocess.Popen(['setsid', 'sleep', '${m}'])\nsubprocess.Popen(['sleep', '${m}'])\nprint('started', flush=True)\ntime.sleep(1000)`, { timeout: 6 }));
       assert.equal(victim.timed_out, true);
       assert.equal(victim.output, 'started\n');
       await eventually(() => procsWith(m).length === 0, 20000, `every "sleep ${m}" to be gone after the timeout`);
