@@ -72,6 +72,21 @@ void cm_file_entries_free(cm_file_entry *v, size_t n) {
         free(v);
 }
 
+void cm_image_info_clear(cm_image_info *i) {
+        free(i->id);
+        for (size_t k = 0; k < i->n_names; k++)
+                free(i->names[k]);
+        free(i->names);
+        free(i->digest);
+        memset(i, 0, sizeof *i);
+}
+
+void cm_image_infos_free(cm_image_info *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                cm_image_info_clear(&v[i]);
+        free(v);
+}
+
 void cm_file_data_clear(cm_file_data *d) {
         free(d->data);
         memset(d, 0, sizeof *d);

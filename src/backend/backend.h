@@ -183,6 +183,51 @@ typedef struct cm_file_query {
         size_t max_entries;  /* more is an error (E2BIG) that says so */
 } cm_file_query;
 
+/* Images (issue 13): what list_images, pull_image and build_image report. */
+typedef struct cm_image_info {
+        char *id;        /* "sha256:<hex>" of the image's config */
+        char **names;    /* full references ("docker.io/library/busybox:latest"), owned */
+        size_t n_names;
+        char *digest;    /* "sha256:<hex>" of the manifest, or NULL */
+        uint64_t size;   /* bytes on disk (unpacked), as the engine counts them */
+        int64_t created; /* unix seconds; 0: unknown */
+        bool in_use;     /* a container uses it */
+} cm_image_info;
+
+void cm_image_info_clear(cm_image_info *i);
+void cm_image_infos_free(cm_image_info *v, size_t n);
+
+/* Progress of a pull or a build, for MCP progress notifications: `what`
+ * names the layer or step ("sha256:ab12… 3/5", "step 2/7: RUN make"),
+ * done/total in bytes for a download (total 0: unknown) or in steps.  May
+ * be called from any thread of the backend, one call at a time, never
+ * after the operation returns. */
+typedef struct cm_image_progress {
+        void (*fn)(void *arg, const char *what, uint64_t done, uint64_t total);
+        void *arg;
+} cm_image_progress;
+
+typedef struct cm_pull_spec {
+        const char *ref;            /* a reference as Docker parses it */
+        const char *platform;       /* "os/arch[/variant]"; NULL: the host's */
+        const cm_host_path *import; /* instead of a registry: an archive or OCI layout; ref is then the name (optional) */
+        const cm_image_progress *progress; /* NULL: none */
+} cm_pull_spec;
+
+typedef struct cm_build_spec {
+        const cm_host_path *context; /* allowed by policy */
+        const char *dockerfile;      /* relative to the context; NULL: "Dockerfile" */
+        const char *tag;             /* NULL: untagged */
+        const cm_kv *build_args;
+        size_t n_build_args;
+        const cm_image_progress *progress;
+} cm_build_spec;
+
+typedef struct cm_prune_result {
+        uint64_t reclaimed; /* bytes */
+        size_t images;      /* images removed */
+} cm_prune_result;
+
 /* What status() reports about one backend. */
 typedef struct cm_backend_status {
         bool available;
@@ -257,6 +302,17 @@ typedef struct cm_backend_ops {
         /* rename(2) inside the container; onto an existing directory the
          * source moves inside it.  Across file systems: EXDEV. */
         int (*file_move)(cm_backend *b, const char *id, const char *src, const char *dst, cm_err *err);
+        /* The image tools (optional: a backend without them says so).
+         * image_remove refuses (EBUSY) an image a container uses unless
+         * `force`; image_prune removes images no container uses and no name
+         * points to (all unused ones with `all`), and their unshared layers. */
+        int (*image_list)(cm_backend *b, cm_image_info **ret, size_t *ret_n, cm_err *err);
+        int (*image_pull)(cm_backend *b, const cm_pull_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
+                          cm_err *err);
+        int (*image_build)(cm_backend *b, const cm_build_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
+                           cm_err *err);
+        int (*image_remove)(cm_backend *b, const char *ref, bool force, cm_err *err);
+        int (*image_prune)(cm_backend *b, bool all, cm_prune_result *ret, cm_err *err);
         /* Start the engine's system service when it is stopped (optional:
          * Apple's `container system start`, for system_status's `start`).
          * *ret_started: it was stopped and is now started. */

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { describe, test } from 'node:test';
 
-import { deferred, eventually, fdCount, httpOpen, httpRequest, procStatus, rawHttpCall, rawHttpSession, startHttp, withTimeout } from './lib.mjs';
+import { deferred, eventually, heldConnections, httpOpen, httpRequest, procStatus, rawHttpCall, rawHttpSession, startHttp, withTimeout } from './lib.mjs';
 
 // A raw connection from `from` (a loopback address) that sends `send` and
 // then nothing.  `closed` resolves when the server ends it: read returns 0
@@ -133,22 +133,23 @@ describe('HTTP connection limits', () => {
       assert.equal(await requestFrom(srv.port, '127.0.0.2', srv.token), '200', 'another address is served');
       // 15 more from a second address: 10 fit under the global cap of 30; past
       // it the server accepts nothing more (the rest wait in the backlog)
-      const fd0 = fdCount(srv.pid) - 20;
+      const held = () => heldConnections(srv.pid, srv.port);
+      await eventually(() => held() === 20, 10000, `the server to hold the 20 connections of the first address (it holds ${held()})`);
       const b = Array.from({ length: 15 }, () => idleConnection(srv.port, '127.0.0.2'));
       conns.push(...b);
       await Promise.all(b.map((c) => c.opened));
-      await eventually(() => fdCount(srv.pid) === fd0 + 30, 30000, `the server to hold 30 connections (${fdCount(srv.pid) - fd0})`);
+      await eventually(() => held() === 30, 30000, `the server to hold 30 connections (it holds ${held()})`);
       let served = false;
       const pending = requestFrom(srv.port, '127.0.0.3', srv.token).then((r) => ((served = true), r));
       // a request on a connection the server did accept is answered ...
-      const held = b.find((c) => !c.isClosed());
+      const accepted = b.find((c) => !c.isClosed());
       const answered = deferred();
-      held.sock.on('data', () => answered.resolve());
-      held.sock.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${srv.port}\r\nAuthorization: Bearer ${srv.token}\r\n\r\n`);
+      accepted.sock.on('data', () => answered.resolve());
+      accepted.sock.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${srv.port}\r\nAuthorization: Bearer ${srv.token}\r\n\r\n`);
       await withTimeout(answered.promise, 30000, 'an answer on an accepted connection');
       // ... while one from a third address is not, until connections are freed
       assert.equal(served, false, 'a connection past the global cap was served');
-      assert.ok(fdCount(srv.pid) <= fd0 + 30, `the server holds ${fdCount(srv.pid) - fd0} connections, over the cap of 30`);
+      assert.ok(held() <= 30, `the server holds ${held()} connections, over the cap of 30`);
       for (const c of a.slice(0, 5)) c.sock.destroy();
       assert.equal(await pending, '200', 'served once connections are freed');
     } finally {

@@ -236,6 +236,39 @@ export function fdCount(pid) {
   return fs.readdirSync(`/proc/${pid}/fd`).length;
 }
 
+// The TCP connections on `port` that process `pid` holds open: its socket
+// fds matched against its network namespace's table, so fds the server
+// opens for other work (a backend warming up) do not count, nor do
+// connections still waiting in the listen backlog (no fd yet).
+export function heldConnections(pid, port) {
+  const inodes = new Set();
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    let link;
+    try {
+      link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      continue;
+    }
+    const m = /^socket:\[(\d+)\]$/.exec(link);
+    if (m) inodes.add(m[1]);
+  }
+  let n = 0;
+  for (const table of ['tcp', 'tcp6']) {
+    let text;
+    try {
+      text = fs.readFileSync(`/proc/${pid}/net/${table}`, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 10 || f[3] === '0A') continue; // 0A: the listening socket
+      if (parseInt(f[1].split(':')[1], 16) === port && inodes.has(f[9])) n++;
+    }
+  }
+  return n;
+}
+
 export function tmpDir(prefix = 'cmcp-e2e-') {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
