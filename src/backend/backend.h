@@ -69,8 +69,9 @@ typedef struct cm_run_spec {
  * stderr; the order of the calls is the order it was read), and, with
  * stream 0 and len 0, a tick whenever `every_ms` passed since the last
  * tick, output or not, so a caller can report progress while a command is
- * silent.  Called in the thread that called exec, never after exec
- * returns.  A backend that calls it keeps no output itself: the result's
+ * silent.  Called one call at a time, from the thread that called exec or
+ * from one of the backend's own (the native one reads output in a thread
+ * of its own), never after exec returns.  A backend that calls it keeps no output itself: the result's
  * out and err are then empty and output_cap does not apply (the watcher
  * has every byte and keeps what it wants).  A backend that cannot watch
  * ignores it and fills out and err as usual. */

@@ -166,3 +166,65 @@ describe('stdin', () => {
     }
   });
 });
+
+describe('a held output pipe', () => {
+  // A process that sendfile()s into its stdout from a source that never
+  // delivers holds the pipe's lock for as long as it waits, and a read of
+  // that pipe blocks on the lock, O_NONBLOCK or not.  The server's reader
+  // must then be the only thing stuck: the exec still ends at its timeout.
+  // Made deterministic: the holder waits for SIGUSR1; the server is
+  // stopped (SIGSTOP) while the holder writes a byte and enters sendfile,
+  // so when the server runs again the pipe is readable and its lock held.
+  // x86_64 and aarch64 numbers of the two calls the holder waits in
+  const NR = { x64: { sigwait: 128, sendfile: 40 }, arm64: { sigwait: 137, sendfile: 71 } }[process.arch];
+  const HOLDER = [
+    'import os, signal, socket',
+    'a, b = socket.socketpair()',
+    'signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})',
+    'signal.sigwait({signal.SIGUSR1})',
+    "os.write(1, b'x')",
+    'os.sendfile(1, a.fileno(), None, 1 << 20)',
+  ].join('\n');
+  // the call `pid` is blocked in (/proc/PID/syscall: its number first)
+  const inCall = (pid, nr) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/syscall`, 'utf8').split(' ')[0] === String(nr);
+    } catch {
+      return false;
+    }
+  };
+
+  test('an exec whose command holds its stdout pipe locked (sendfile from a silent socket) still ends at its timeout', T, async (t) => {
+    if (nativeReason) return t.skip(nativeReason);
+    if (!NR) return t.skip(`no syscall numbers known for ${process.arch}`);
+    if (!fs.existsSync('/usr/bin/python3')) return t.skip('no /usr/bin/python3 on the host (the host image runs it)');
+    const s = await open();
+    let stopped = false;
+    try {
+      const c = ok(await call(s, 'run_container', { image: 'host', command: ['sleep', '300'] }));
+      const m = marker();
+      const p = call(s, 'exec_in_container', { container: c.id, command: ['python3', '-c', HOLDER, m], timeout: 3 });
+      p.catch(() => {});
+      let holder;
+      await eventually(() => (holder = procsWith(m)[0]) && inCall(holder, NR.sigwait), 20000, 'the holder waiting for SIGUSR1');
+      process.kill(s.pid, 'SIGSTOP');
+      stopped = true;
+      process.kill(holder, 'SIGUSR1');
+      await eventually(() => inCall(holder, NR.sendfile), 20000, 'the holder in sendfile');
+      process.kill(s.pid, 'SIGCONT');
+      stopped = false;
+      let timer;
+      const hung = new Promise((resolve) => { timer = setTimeout(() => resolve('hung'), 30000); });
+      const r = await Promise.race([p, hung]);
+      clearTimeout(timer);
+      assert.notEqual(r, 'hung', 'the exec did not end within 30 s of its 3 s timeout (its output pipe is held)');
+      assert.equal(ok(r).timedOut, true);
+      await eventually(() => procsWith(m).length === 0, 20000, 'the holder killed at the timeout');
+      assert.equal(ok(await call(s, 'exec_in_container', { container: c.id, command: ['echo', 'up'] })).stdout, 'up\n');
+      ok(await call(s, 'remove_container', { container: c.id, force: true }));
+    } finally {
+      if (stopped) process.kill(s.pid, 'SIGCONT');
+      await s.close().finally(() => s.kill());
+    }
+  });
+});
