@@ -63,6 +63,8 @@ typedef struct mcp_attachment {
         struct mcp_attachment *next;
 } mcp_attachment;
 
+#define EARLY_CANCELS 32
+
 enum session_state { SESSION_NEW, SESSION_INITIALIZING, SESSION_READY };
 
 struct mcp_session {
@@ -77,6 +79,12 @@ struct mcp_session {
         atomic_int log_level; /* index into log_levels */
         mcp_sink *notify;
         struct mcp_call *calls; /* in flight, under lock */
+        /* Ids of the last EARLY_CANCELS cancels that named no call in flight
+         * (a notification may overtake its request on another HTTP
+         * connection): a call that begins with one of them is cancelled
+         * before its tool runs.  Under lock; a ring, oldest overwritten. */
+        json_t *early_cancels[EARLY_CANCELS];
+        unsigned early_next;
         mcp_attachment *attached; /* under lock */
 };
 

@@ -57,6 +57,8 @@ void mcp_session_unref(mcp_session *s) {
                 a->destroy(a->data);
                 free(a);
         }
+        for (size_t i = 0; i < EARLY_CANCELS; i++)
+                json_decref(s->early_cancels[i]);
         mcp_sink_unref(s->notify);
         (void)pthread_mutex_destroy(&s->lock);
         free(s->client_name);
@@ -147,11 +149,33 @@ void mcp_session_abandon(mcp_session *s, int code, const char *message) {
 }
 
 static void cancel_by_id(mcp_session *s, const json_t *id) {
+        bool found = false;
+        if (!json_is_string(id) && !json_is_number(id))
+                return;
         (void)pthread_mutex_lock(&s->lock);
         for (mcp_call *c = s->calls; c; c = c->next)
-                if (json_equal(c->id, id))
+                if (json_equal(c->id, id)) {
                         (void)mcp_call_mark(c, CALL_CANCELLED);
+                        found = true;
+                }
+        if (!found) {
+                json_t **slot = &s->early_cancels[s->early_next++ % EARLY_CANCELS];
+                json_decref(*slot);
+                *slot = json_deep_copy(id);
+        }
         (void)pthread_mutex_unlock(&s->lock);
+}
+
+/* Called with the session lock held: whether a cancel for `id` came
+ * before its call (and forget it: an id is cancelled once). */
+static bool cancelled_early(mcp_session *s, const json_t *id) {
+        for (size_t i = 0; id && i < EARLY_CANCELS; i++)
+                if (s->early_cancels[i] && json_equal(s->early_cancels[i], id)) {
+                        json_decref(s->early_cancels[i]);
+                        s->early_cancels[i] = NULL;
+                        return true;
+                }
+        return false;
 }
 
 static void call_begin(mcp_call *c, mcp_session *s, const json_t *req, mcp_sink *out) {
@@ -168,6 +192,8 @@ static void call_begin(mcp_call *c, mcp_session *s, const json_t *req, mcp_sink 
         (void)pthread_mutex_lock(&s->lock);
         c->next = s->calls;
         s->calls = c;
+        if (cancelled_early(s, c->id))
+                atomic_store(&c->state, CALL_CANCELLED);
         (void)pthread_mutex_unlock(&s->lock);
 }
 
@@ -357,8 +383,11 @@ static void do_call(mcp_session *s, const json_t *req, const json_t *params, mcp
 
         if (!pre)
                 call_begin(&local, s, req, out);
-        r->result = mcp_server_call_tool(s->srv, t, pre ? pre : &local, args);
-        (void)ended_early(pre ? pre : &local, r);
+        /* A cancel that came before the call: the tool never runs. */
+        if (!ended_early(pre ? pre : &local, r)) {
+                r->result = mcp_server_call_tool(s->srv, t, pre ? pre : &local, args);
+                (void)ended_early(pre ? pre : &local, r);
+        }
         if (!pre)
                 call_end(&local);
 }

@@ -385,6 +385,35 @@ describe('Streamable HTTP status codes (raw requests)', () => {
       res.destroy();
     }
   });
+
+  // A notifications/cancelled may overtake its request (another HTTP
+  // connection, another pool thread): the server remembers it, and the
+  // call that then begins with that id ends unanswered without running.
+  test('a cancel that arrives before its call: the call ends unanswered and its tool never runs', T, async () => {
+    const c = await httpRequest(target, { headers: mcpHeaders({ session }), body: { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'early' } } });
+    assert.equal(c.status, 202);
+    const { res } = await httpOpen(target, {
+      method: 'POST',
+      headers: mcpHeaders({ session }),
+      body: { jsonrpc: '2.0', id: 'early', method: 'tools/call', params: { name: 'sleep', arguments: { ms: 600000, steps: 6000 }, _meta: { progressToken: 'pt-early' } } },
+    });
+    let text = '';
+    const closed = deferred();
+    res.setEncoding('utf8');
+    res.on('data', (d) => (text += d));
+    res.on('close', () => closed.resolve());
+    try {
+      await withTimeout(closed.promise, 30000, 'the early-cancelled call to end (its 600 s sleep ran)');
+      const evs = parseSse(text).map((e) => JSON.parse(e.data));
+      assert.equal(evs.filter((m) => m.method === 'notifications/progress').length, 0, 'the tool ran: it sent progress');
+      assert.equal(evs.filter((m) => m.id === 'early').length, 0, 'the cancelled call was answered');
+    } finally {
+      res.destroy();
+    }
+    // a cancel counts once: the next call with that id runs
+    const again = await rawHttpCall(target, session, 'tools/call', { name: 'echo', arguments: { text: 'again' } }, { id: 'early' });
+    assert.equal(again.response?.result?.structuredContent?.text, 'again');
+  });
 });
 
 describe('HTTP bearer token and size cap', () => {
