@@ -490,6 +490,16 @@ static void reap_srv_dir(native *n, int c, const char *base, const char *name) {
         (void)rmdir(dir);
 }
 
+/* Whether container `id` has a record now.  The list the reaper took may be
+ * older than a cgroup it finds: another server saves a record first, then
+ * makes the cgroup, so a cgroup whose record is not in the list may be one
+ * that server is starting right now. */
+static bool has_record(const native *n, const char *id) {
+        cleanup_free char *dir = xasprintf("%s/containers/%s", n->state_dir, id);
+        struct stat st;
+        return stat(dir, &st) == 0 || errno != ENOENT;
+}
+
 /* cgroup dirs with no record left: what a crash between the two leaks, and
  * the run-to-completion cgroups of dead servers. */
 static void reap_cgroups(native *n, const nstate *v, size_t len) {
@@ -508,7 +518,7 @@ static void reap_cgroups(native *n, const nstate *v, size_t len) {
                         }
                         for (size_t i = 0; i < len && !known; i++)
                                 known = strcmp(v[i].id, de->d_name) == 0;
-                        if (!known) {
+                        if (!known && !has_record(n, de->d_name)) {
                                 cg_paths p = {.mode = n->cg.mode};
                                 p.dir[c] = xasprintf("%s/%s", n->cg.base[c], de->d_name);
                                 (void)cg_destroy(&p);
