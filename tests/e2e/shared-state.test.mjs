@@ -2,7 +2,8 @@
 // machine with the default state dir): each one's start-up reaps what dead
 // servers left, and must never take what a live one is making.  Six start
 // at once, each runs a container and execs in it while the others start,
-// ten rounds (a reaper that took what a starting server made failed about one round in twenty); then nothing of theirs is left.
+// ten rounds (a reaper that took what a starting server made failed about
+// one round in twenty); then nothing of theirs is left.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, test } from 'node:test';
