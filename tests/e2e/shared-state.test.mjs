@@ -32,7 +32,7 @@ test('six servers on one state dir start containers at once: every run and exec 
       assert.match(JSON.stringify(w), new RegExp(`wait ${k}`));
       ok(await call(s, 'remove_container', { container: c.id, force: true }));
     } finally {
-      await s.close().finally(() => s.kill());
+      await s.close({ grace: 60000 }).finally(() => s.kill());
     }
   };
   for (let round = 0; round < 10; round++) {

@@ -28,8 +28,14 @@
 #include "util/cleanup.h"
 
 /* How long output may still arrive after the process exited: background
- * children of an exec may hold the pipes open indefinitely. */
+ * children of an exec may hold the pipes open indefinitely.  Past
+ * LINGER_MS the run ends as soon as the pipes hold nothing unread and the
+ * reader is not in the middle of a read (a starved reader on a loaded
+ * machine still gets everything the process wrote); past LINGER_MAX_MS
+ * it ends anyway (a reader blocked on a pipe's lock). */
 #define LINGER_MS 50
+#define LINGER_MAX_MS 2000
+#define LINGER_STEP_MS 5
 
 /* Readers left blocked by sandbox processes that hold a pipe's lock: each
  * costs a thread and its stack until the holder lets go.  Past this many,
@@ -78,6 +84,7 @@ typedef struct reader {
         const cm_exec_watch *watch;
         bool abandoned; /* the control loop let go before the reader ended */
         bool ended;     /* the reader is past its last delivery */
+        atomic_bool busy; /* between a read and the delivery of what it got */
 } reader;
 
 static void reader_unref(reader *r) {
@@ -107,15 +114,27 @@ static void deliver(reader *r, int stream, const char *p, size_t n) {
 static bool drain(reader *r, int i) {
         char buf[65536];
         for (;;) {
+                atomic_store(&r->busy, true);
                 ssize_t n = read(r->fds[i], buf, sizeof buf);
                 if (n > 0) {
                         deliver(r, i + 1, buf, (size_t)n);
                         continue;
                 }
+                atomic_store(&r->busy, false);
                 if (n < 0 && errno == EINTR)
                         continue;
                 return n < 0 && errno == EAGAIN;
         }
+}
+
+/* Whether output is still on its way: unread in a pipe (the control loop's
+ * own copies of the read ends; poll takes no pipe lock), or read and not
+ * yet delivered. */
+static bool in_flight(reader *r, const int *peek) {
+        struct pollfd pf[2] = {{peek[0], POLLIN, 0}, {peek[1], POLLIN, 0}};
+        if (poll(pf, 2, 0) > 0 && ((pf[0].revents & POLLIN) || (pf[1].revents & POLLIN)))
+                return true;
+        return atomic_load(&r->busy);
 }
 
 static void *reader_main(void *arg) {
@@ -228,8 +247,13 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
         const cm_exec_watch *watch = io->watch;
         int64_t tick = watch && watch->every_ms > 0 ? start + watch->every_ms : 0;
 
+        int peek[2] = {io->out_fd >= 0 ? fcntl(io->out_fd, F_DUPFD_CLOEXEC, 3) : -1,
+                       io->err_fd >= 0 ? fcntl(io->err_fd, F_DUPFD_CLOEXEC, 3) : -1};
         reader *r = reader_start(io, cap, err);
         if (!r) {
+                for (int i = 0; i < 2; i++)
+                        if (peek[i] >= 0)
+                                (void)close(peek[i]);
                 if (in_fd >= 0)
                         (void)close(in_fd);
                 t->kill(t->ctx);
@@ -245,7 +269,8 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                 int idx_in = -1, idx_pid = -1, idx_done;
                 int64_t now = cm_now_ms(), wait = -1;
 
-                if (exited && (finished || now >= exit_at + LINGER_MS))
+                if (exited && (finished || now >= exit_at + LINGER_MAX_MS ||
+                               (now >= exit_at + LINGER_MS && !in_flight(r, peek))))
                         break;
                 if (!killed && ((deadline && now >= deadline) || (io->cancel && cm_cancelled(io->cancel)))) {
                         cancelled = !(deadline && now >= deadline);
@@ -266,7 +291,7 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                 if (!killed && io->cancel && io->cancel->fd >= 0)
                         pf[n++] = (struct pollfd){io->cancel->fd, POLLIN, 0};
                 if (exited)
-                        wait = exit_at + LINGER_MS - now;
+                        wait = now < exit_at + LINGER_MS ? exit_at + LINGER_MS - now : LINGER_STEP_MS;
                 if (!killed && deadline && (wait < 0 || deadline - now < wait))
                         wait = deadline - now;
                 if (killed && !exited && !hard && (wait < 0 || hard_at - now < wait))
@@ -277,6 +302,9 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                         if (errno == EINTR)
                                 continue;
                         reader_release(r, NULL, NULL);
+                        for (int i = 0; i < 2; i++)
+                                if (peek[i] >= 0)
+                                        (void)close(peek[i]);
                         if (in_fd >= 0)
                                 (void)close(in_fd);
                         t->kill(t->ctx);
@@ -316,6 +344,9 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
         }
         if (in_fd >= 0)
                 (void)close(in_fd);
+        for (int i = 0; i < 2; i++)
+                if (peek[i] >= 0)
+                        (void)close(peek[i]);
         capbuf out, errb;
         reader_release(r, &out, &errb);
         if (cancelled) {
