@@ -90,6 +90,11 @@ start_podman() {
                 # No engine answers: what a killed run left (a half-made
                 # id-mapped data root, which dockerd then refuses) goes.
                 rm -rf "$sock" "$d/data" "$d/exec"
+                # The test registry (tests/registry/start.sh) serves plain
+                # HTTP on a loopback port: insecure for 127.0.0.1 (any port)
+                # here, as dockerd takes 127.0.0.0/8, for this service only.
+                printf 'unqualified-search-registries = ["docker.io"]\n[[registry]]\nlocation = "127.0.0.1"\ninsecure = true\n' >"$d/registries.conf"
+                CONTAINERS_REGISTRIES_CONF="$d/registries.conf" \
                 setsid podman --root "$d/root" --runroot "$d/run" --runtime runc --cgroup-manager cgroupfs \
                         --events-backend file system service --time=0 "unix://$sock" >"$d/log" 2>&1 </dev/null &
                 echo $! >"$d/pid"

@@ -68,6 +68,15 @@ int dk_remove(cm_backend *b, const char *id, bool force, cm_err *err);
 /* Remove managed containers whose server (DK_LABEL_SERVER) is gone. */
 void dk_reap_orphans(docker *d);
 
+/* images.c */
+int dk_image_list(cm_backend *b, cm_image_info **ret, size_t *ret_n, cm_err *err);
+int dk_image_pull(cm_backend *b, const cm_pull_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
+                  cm_err *err);
+int dk_image_build(cm_backend *b, const cm_build_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
+                   cm_err *err);
+int dk_image_remove(cm_backend *b, const char *ref, bool force, cm_err *err);
+int dk_image_prune(cm_backend *b, bool all, cm_prune_result *ret, cm_err *err);
+
 /* Output kept up to a cap per stream (exec, run_wait, logs). */
 typedef struct dk_out {
         char *buf[3]; /* [1] stdout, [2] stderr */
