@@ -86,7 +86,10 @@ static void jsonl_end(dk_jsonl *s) {
  * {"message": ...}}), or NULL. */
 static const char *stream_error(const json_t *o) {
         const char *m = cm_json_str(json_object_get(o, "errorDetail"), "message");
-        return m ? m : cm_json_str(o, "error");
+        if (!m)
+                m = cm_json_str(o, "error");
+        /* an answer other than 200 has its message where dk_call finds it */
+        return m ? m : cm_json_str(o, "message");
 }
 
 /* ---- what the engine says of an image ---------------------------------- */
@@ -235,12 +238,10 @@ int dk_image_pull(cm_backend *b, const cm_pull_spec *spec, const cm_cancel *canc
         jsonl_end(&js);
         if (r == 0 && js.over)
                 r = cm_err_set(err, EIO, "the engine at %s sent a pull progress line over 1 MiB", d->api.where);
-        else if (r == 0 && resp.status != 200)
-                r = dk_engine_error(&d->api, resp.status, resp.body, "pull the image", err);
-        else if (r == 0 && st.error)
+        else if (r == 0 && (st.error || resp.status != 200))
                 r = cm_err_set(err, EIO, "pulling %s failed: %.600s; check the name and tag, that the engine can "
                                "reach the registry, and, for a private registry, the engine's login",
-                               spec->ref, st.error);
+                               spec->ref, st.error ? st.error : "no message");
         dk_resp_clear(&resp);
         free(st.error);
         if (r < 0)
@@ -367,11 +368,9 @@ static int import_image(docker *d, const cm_pull_spec *spec, const cm_cancel *ca
                       .write_arg = &js, .read = file_read, .read_arg = &src, .content_type = "application/x-tar"};
         r = dk_request(&d->api, &req, &resp, err);
         jsonl_end(&js);
-        if (r == 0 && resp.status != 200)
-                r = dk_engine_error(&d->api, resp.status, resp.body, "import the image", err);
-        else if (r == 0 && st.error)
+        if (r == 0 && (st.error || resp.status != 200))
                 r = cm_err_set(err, EIO, "importing %s/%s failed: %.600s", spec->import->root, spec->import->rel,
-                               st.error);
+                               st.error ? st.error : "no message");
         else if (r == 0 && !st.loaded)
                 r = cm_err_set(err, EIO, "the engine at %s imported %s/%s but did not say as what", d->api.where,
                                spec->import->root, spec->import->rel);
@@ -513,6 +512,8 @@ static int build_result(docker *d, const cm_build_spec *spec, build_state *st, c
         if (st->error) {
                 /* The output before the error is where the reason is (a RUN's
                  * own messages). */
+                if (!st->steps)
+                        return cm_err_set(err, EIO, "the build failed before its first step: %.500s", st->error);
                 return cm_err_set(err, EIO, "the build failed at step %u/%u: %.300s; its last output:\n%s",
                                   st->step, st->steps, st->error, st->tail);
         }
@@ -548,8 +549,8 @@ int dk_image_build(cm_backend *b, const cm_build_spec *spec, const cm_cancel *ca
         jsonl_end(&js);
         if (dk_tarw_end(w, &cs, err) < 0)
                 r = -1;
-        else if (r == 0 && resp.status != 200)
-                r = dk_engine_error(&d->api, resp.status, resp.body, "build the image", err);
+        else if (r == 0 && resp.status != 200 && !st.error)
+                r = cm_err_set(err, EIO, "the engine at %s refused the build (HTTP %ld)", d->api.where, resp.status);
         else if (r == 0)
                 r = build_result(d, spec, &st, err);
         if (r == 0)
