@@ -67,7 +67,8 @@ const imageOf = (sock, ref) => engine(sock, 'GET', `/images/${encodeURIComponent
 const open = (sock) => stdioClient({
   args: ['serve', '--backend', 'docker'],
   env: { DOCKER_HOST: `unix://${sock}`, CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed,
-    CONTAINER_MCP_MAX_CONTAINERS: '200' },
+    CONTAINER_MCP_MAX_CONTAINERS: '200', CONTAINER_MCP_RUNLOG_DIR: path.join(state, 'runlog'),
+    CONTAINER_MCP_RUNLOG_MAX_BYTES: '65536' },
   initTimeout: 60000,
 });
 
@@ -219,6 +220,45 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
       ok(await call(s, 'remove_image', { image: `${tag}:rm`, force: true }));
       assert.equal((await imageOf(sock, `${tag}:rm`)).status, 404, 'the image is still there after a forced remove');
       refused(await call(s, 'remove_image', { image: `${tag}:rm` }), /not present/, /pull_image/);
+    });
+
+    // dexec's watch (cm_exec_watch) on the engine's exec: output as it is
+    // read, so progress while it runs and the true end of a long output.
+    test('dexec on the engine: progress notifications while it runs, gated by its output; the true tail', T, async () => {
+      const c = ok(await call(s, 'run_container', { image: BASE, command: ['sleep', '600'] }));
+      containers.push(c.id);
+      const seen = [];
+      let go;
+      // the command waits for a file only a second call makes, once a
+      // notification has counted its first output (its timeout only ends a
+      // broken run sooner)
+      const r = ok(await s.client.callTool({ name: 'dexec', arguments: {
+        container: c.id, command: 'printf abc; while [ ! -e /go ]; do sleep 0.05; done; echo done', timeout_sec: 30 } },
+      undefined, {
+        onprogress: (n) => {
+          seen.push(n);
+          if (!go && / 3 bytes of output/.test(n.message)) {
+            go = s.client.callTool({ name: 'dexec', arguments: { container: c.id, command: 'touch /go' } });
+          }
+        },
+        resetTimeoutOnProgress: true,
+        timeout: 120000,
+      }));
+      assert.equal(r.timed_out, false, `no notification counted the first output: ${JSON.stringify(seen)}`);
+      ok(await go);
+      assert.equal(r.preview, 'abcdone\n');
+      for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, 'progress must grow');
+
+      // more than the run log keeps (CONTAINER_MCP_RUNLOG_MAX_BYTES): the
+      // preview still ends where the output ended
+      const big = ok(await s.client.callTool({ name: 'dexec', arguments: { container: c.id, command: 'seq 1 200000' } },
+        undefined, { timeout: 120000 }));
+      assert.match(big.preview, /\n199999\n200000\n$/);
+      assert.match(big.preview, /^1\n2\n3\n/);
+      const total = Array.from({ length: 200000 }, (_, i) => String(i + 1).length + 1).reduce((a, b) => a + b, 0);
+      const shown = Buffer.byteLength(big.preview.replace(/\n\[\.\.\. \d+ bytes left out \.\.\.\]\n/, ''));
+      assert.equal(big.truncated_bytes, total - shown);
+      assert.equal(big.runlog_cut, true);
     });
 
     test('prune: an unused untagged image goes, and the bytes reclaimed are reported', T, async () => {
