@@ -30,7 +30,7 @@ void cm_dockerignore_free(cm_dockerignore *d);
 /* Add the patterns of a .dockerignore file's text (any bytes; NULs end
  * nothing, they are plain characters).  A bad pattern (an unterminated
  * class, a lone `!`, too many or too long) is an error naming its line;
- * the set is then unchanged from before the call's first bad line on. */
+ * the lines before it stay added (a builder then stops anyway). */
 int cm_dockerignore_parse(cm_dockerignore *d, const char *text, size_t len, cm_err *err);
 /* Add one pattern, as a line of the file ("!Dockerfile"). */
 int cm_dockerignore_add(cm_dockerignore *d, const char *pattern, cm_err *err);
