@@ -62,6 +62,19 @@ function engine(sock, method, p) {
     req.end();
   });
 }
+// GET of the engine into a file (an image's `docker save` archive).
+function engineToFile(sock, p, file) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath: sock, method: 'GET', path: p }, (res) => {
+      const out = fs.createWriteStream(file);
+      res.pipe(out);
+      out.on('finish', () => resolve(res.statusCode));
+      out.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
 const imageOf = (sock, ref) => engine(sock, 'GET', `/images/${encodeURIComponent(ref)}/json`);
 
 const open = (sock) => stdioClient({
@@ -128,7 +141,7 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
     after(async () => {
       if (!s) return;
       for (const id of containers) await call(s, 'remove_container', { container: id, force: true });
-      for (const t of [`${tag}:built`, `${tag}:rm`]) await call(s, 'remove_image', { image: t, force: true });
+      for (const t of [`${tag}:built`, `${tag}:rm`, `${tag}:imported`, `${tag}:loaded`]) await call(s, 'remove_image', { image: t, force: true });
       await s.close().finally(() => s.kill());
     });
     const runIn = async (image, script) => ok(await call(s, 'run_container', {
@@ -220,6 +233,28 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
       ok(await call(s, 'remove_image', { image: `${tag}:rm`, force: true }));
       assert.equal((await imageOf(sock, `${tag}:rm`)).status, 404, 'the image is still there after a forced remove');
       refused(await call(s, 'remove_image', { image: `${tag}:rm` }), /not present/, /pull_image/);
+    });
+
+    test('import: a root file system tar and a docker save archive from under the allowlist; one outside refused', T, async () => {
+      const rootfs = path.join(allowed, `rootfs-${key}.tar`);
+      fs.copyFileSync(path.join(ENGINES_DIR, 'cm-test.tar'), rootfs);
+      const a = ok(await call(s, 'pull_image', { image: `${tag}:imported`, import: rootfs }, { timeout: 240000 }));
+      const eng = await imageOf(sock, `${tag}:imported`);
+      assert.equal(eng.status, 200, 'the engine has no imported image');
+      assert.equal(a.id.replace(/^sha256:/, ''), eng.body.Id.replace(/^sha256:/, ''));
+      assert.equal((await runIn(`${tag}:imported`, 'echo imported-ok')).stdout, 'imported-ok\n');
+
+      // the engine's own `docker save` of it, loaded back under another name
+      const saved = path.join(allowed, `saved-${key}.tar`);
+      assert.equal(await engineToFile(sock, `/images/${encodeURIComponent(`${tag}:imported`)}/get`, saved), 200);
+      const b = ok(await call(s, 'pull_image', { image: `${tag}:loaded`, import: saved }, { timeout: 240000 }));
+      assert.equal((await imageOf(sock, `${tag}:loaded`)).status, 200, 'the loaded archive has no name');
+      assert.equal(b.id, a.id);
+
+      fs.copyFileSync(rootfs, path.join(outside, 'rootfs.tar'));
+      refused(await call(s, 'pull_image', { image: `${tag}:outside`, import: path.join(outside, 'rootfs.tar') }),
+        /CONTAINER_MCP_ALLOWED_MOUNTS/);
+      assert.equal((await imageOf(sock, `${tag}:outside`)).status, 404);
     });
 
     // dexec's watch (cm_exec_watch) on the engine's exec: output as it is
