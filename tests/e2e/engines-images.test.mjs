@@ -10,8 +10,10 @@ import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
+import Ajv2020 from 'ajv/dist/2020.js';
+
 import { stdioClient, tmpDir } from './lib.mjs';
-import { call, ok, refused } from './tools.mjs';
+import { call as rawCall, ok, refused } from './tools.mjs';
 
 const T = { timeout: 300000 };
 const BASE = 'cm-test:latest';
@@ -75,6 +77,32 @@ function engineToFile(sock, p, file) {
     req.end();
   });
 }
+// Each image tool's successful results against the outputSchema it lists,
+// in strict JSON Schema 2020-12 (as outputs.test.mjs checks the others);
+// the SDK client checks them too once listTools has run.
+const IMAGE_TOOLS = ['list_images', 'pull_image', 'build_image', 'remove_image', 'prune_images'];
+const ajv = new Ajv2020({ strict: true, allErrors: true });
+const validators = new Map();
+async function call(s, name, args, opts) {
+  const r = await rawCall(s, name, args, opts);
+  const v = validators.get(name);
+  if (v && r.isError !== true) {
+    assert.ok(v(r.structuredContent), `${name}: result does not match its outputSchema: ${ajv.errorsText(v.errors)}\n` +
+      JSON.stringify(r.structuredContent));
+    s.checked?.add(name);
+  }
+  return r;
+}
+async function listSchemas(s) {
+  const { tools } = await s.client.listTools();
+  for (const name of IMAGE_TOOLS) {
+    const tool = tools.find((t) => t.name === name);
+    assert.ok(tool, `${name} is not in tools/list`);
+    if (!validators.has(name)) validators.set(name, ajv.compile(tool.outputSchema));
+    assert.equal(validators.get(name)({}), false, `${name}'s outputSchema accepts {}`);
+  }
+  s.checked = new Set();
+}
 const imageOf = (sock, ref) => engine(sock, 'GET', `/images/${encodeURIComponent(ref)}/json`);
 
 const open = (sock) => stdioClient({
@@ -137,7 +165,7 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
     let s;
     const tag = `cm-img-${key.toLowerCase()}-${process.pid}`;
     const containers = [];
-    before(async () => { s = await open(sock); });
+    before(async () => { s = await open(sock); await listSchemas(s); });
     after(async () => {
       if (!s) return;
       for (const id of containers) await call(s, 'remove_container', { container: id, force: true });
@@ -307,6 +335,10 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
       assert.ok(p.reclaimed_bytes >= 300000, JSON.stringify(p));
       assert.equal((await imageOf(sock, r.id)).status, 404, 'the pruned image is still there');
       assert.equal((await imageOf(sock, BASE)).status, 200, 'prune without all took a named image');
+    });
+
+    test('every image tool gave a result, checked against its outputSchema', () => {
+      assert.deepEqual(IMAGE_TOOLS.filter((n) => !s.checked.has(n)), []);
     });
   });
 }
