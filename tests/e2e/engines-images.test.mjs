@@ -5,6 +5,7 @@
 // through the official SDK client.  Every effect is read back from the
 // engine itself (its image inspect) or from a container of the image.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -105,9 +106,9 @@ async function listSchemas(s) {
 }
 const imageOf = (sock, ref) => engine(sock, 'GET', `/images/${encodeURIComponent(ref)}/json`);
 
-const open = (sock) => stdioClient({
+const open = (sock, env = {}) => stdioClient({
   args: ['serve', '--backend', 'docker'],
-  env: { DOCKER_HOST: `unix://${sock}`, CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed,
+  env: { DOCKER_HOST: sock.startsWith('tcp://') ? sock : `unix://${sock}`, ...env, CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed,
     CONTAINER_MCP_MAX_CONTAINERS: '200', CONTAINER_MCP_RUNLOG_DIR: path.join(state, 'runlog'),
     CONTAINER_MCP_RUNLOG_MAX_BYTES: '65536' },
   initTimeout: 60000,
@@ -339,6 +340,49 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
 
     test('every image tool gave a result, checked against its outputSchema', () => {
       assert.deepEqual(IMAGE_TOOLS.filter((n) => !s.checked.has(n)), []);
+    });
+  });
+}
+
+// The engine over TCP with TLS (issue 12): tests/engines/start.sh gives
+// dockerd a --tlsverify listener on loopback with certificates it made.
+const tlsSkip = ENGINES.DOCKER_TLS_HOST ? false
+  : ENGINES.MISSING || ENGINES.DOCKER_SKIP || 'tests/engines/start.sh gave dockerd no TLS listener (openssl missing?)';
+if (tlsSkip && process.env.CM_ENGINES_REQUIRED === '1') {
+  test('the TLS listener of the Docker Engine is up', () => assert.fail(tlsSkip));
+} else {
+  describe('the Docker Engine over TCP with TLS', { skip: tlsSkip }, () => {
+    test('DOCKER_HOST=tcp:// with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH runs a container; a wrong CA is refused, saying so', T, async () => {
+      const certs = ENGINES.DOCKER_TLS_CERTS;
+      const s = await open(ENGINES.DOCKER_TLS_HOST, { DOCKER_TLS_VERIFY: '1', DOCKER_CERT_PATH: certs });
+      try {
+        const st = ok(await call(s, 'system_status', {})).backends.find((b) => b.name === 'docker');
+        assert.equal(st.available, true, st.reason);
+        assert.equal(st.details.tls, true);
+        assert.equal(st.details.host, ENGINES.DOCKER_TLS_HOST);
+        const r = ok(await call(s, 'run_container', { image: BASE, wait: true, command: ['sh', '-c', 'echo over-tls'] }));
+        assert.equal(r.stdout, 'over-tls\n');
+        assert.ok(ok(await call(s, 'list_images', {})).images.some((i) => i.names.some((n) => n.endsWith(BASE))));
+      } finally {
+        await s.close().finally(() => s.kill());
+      }
+
+      // the right client certificate, but a CA that did not sign the engine's
+      const wrong = path.join(outside, 'wrong-ca');
+      fs.mkdirSync(wrong, { recursive: true });
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=not-the-ca',
+        '-keyout', path.join(wrong, 'ca-key.pem'), '-out', path.join(wrong, 'ca.pem')], { stdio: 'ignore' });
+      for (const f of ['cert.pem', 'key.pem']) fs.copyFileSync(path.join(certs, f), path.join(wrong, f));
+      const w = await open(ENGINES.DOCKER_TLS_HOST, { DOCKER_TLS_VERIFY: '1', DOCKER_CERT_PATH: wrong });
+      try {
+        refused(await call(w, 'run_container', { image: BASE, wait: true, command: ['true'] }),
+          /TLS with the engine at tcp:\/\/127\.0\.0\.1:\d+ failed/, /ca\.pem/);
+        refused(await call(w, 'list_images', {}), /TLS with the engine/);
+        // and the server goes on serving
+        assert.ok(ok(await call(w, 'system_status', {})).backends.length >= 1);
+      } finally {
+        await w.close().finally(() => w.kill());
+      }
     });
   });
 }
