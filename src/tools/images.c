@@ -216,9 +216,13 @@ static int build_image(mcp_call *call, json_t *args, json_t **ret, char **ret_te
         cm_host_path host;
         cm_backend *b;
 
-        if ((tag && check_ref("tag", tag, err) < 0) || check_dockerfile(json_object_get(args, "dockerfile"), err) < 0 ||
-            cm_tool_env(json_object_get(args, "buildArgs"), &bargs, &n_bargs, err) < 0 ||
-            cm_tool_writable(call, "build_image", err) < 0)
+        if ((tag && check_ref("tag", tag, err) < 0) || check_dockerfile(json_object_get(args, "dockerfile"), err) < 0)
+                return -1;
+        if (cm_tool_env(json_object_get(args, "buildArgs"), &bargs, &n_bargs, err) < 0) {
+                cm_err_prefix(err, "buildArgs (ARG names)");
+                return -1;
+        }
+        if (cm_tool_writable(call, "build_image", err) < 0)
                 return -1;
         if (n_bargs > 256)
                 return cm_err_set(err, E2BIG, "buildArgs: %zu values; at most 256", n_bargs);
