@@ -622,3 +622,29 @@ int dk_image_prune(cm_backend *b, bool all, cm_prune_result *ret, cm_err *err) {
         }
         return 0;
 }
+
+/* ---- for the fuzzer ---------------------------------------------------- */
+
+static void fuzz_progress(void *arg, const char *what, uint64_t done, uint64_t total) {
+        (void)done, (void)total;
+        *(size_t *)arg += strlen(what);
+}
+
+int dk_image_stream_parse(enum dk_stream_kind kind, const char *p, size_t n, size_t chunk, char **ret_error,
+                          char **ret_id) {
+        size_t count = 0;
+        cm_image_progress prog = {fuzz_progress, &count};
+        pull_state ps = {.progress = &prog};
+        build_state bs = {.progress = &prog};
+        load_state ls = {.progress = &prog};
+        dk_jsonl js = {.object = kind == DK_STREAM_PULL ? pull_object : kind == DK_STREAM_BUILD ? build_object
+                                                                                                 : load_object,
+                       .arg = kind == DK_STREAM_PULL ? (void *)&ps : kind == DK_STREAM_BUILD ? (void *)&bs : (void *)&ls};
+        for (size_t i = 0; i < n && !js.over; i += chunk ? chunk : n)
+                if (jsonl_write((char *)p + i, 1, n - i < (chunk ? chunk : n) ? n - i : (chunk ? chunk : n), &js) == 0)
+                        break;
+        jsonl_end(&js);
+        *ret_error = kind == DK_STREAM_PULL ? ps.error : kind == DK_STREAM_BUILD ? bs.error : ls.error;
+        *ret_id = kind == DK_STREAM_BUILD ? bs.id : kind == DK_STREAM_LOAD ? ls.loaded : NULL;
+        return js.over ? -1 : 0;
+}

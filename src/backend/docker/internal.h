@@ -76,6 +76,13 @@ int dk_image_build(cm_backend *b, const cm_build_spec *spec, const cm_cancel *ca
                    cm_err *err);
 int dk_image_remove(cm_backend *b, const char *ref, bool force, cm_err *err);
 int dk_image_prune(cm_backend *b, bool all, cm_prune_result *ret, cm_err *err);
+/* The parsers of a pull's, a build's or a load's stream, on bytes given in
+ * pieces of `chunk` (for tests/fuzz/fuzz_docker_stream.c): the stream's
+ * error and the id it named (owned, or NULL); < 0 when a line passed the
+ * cap. */
+enum dk_stream_kind { DK_STREAM_PULL, DK_STREAM_BUILD, DK_STREAM_LOAD };
+int dk_image_stream_parse(enum dk_stream_kind kind, const char *p, size_t n, size_t chunk, char **ret_error,
+                          char **ret_id);
 
 /* Output kept up to a cap per stream (exec, run_wait, logs). */
 typedef struct dk_out {
