@@ -5,7 +5,7 @@
 #include "tools/tools.h"
 #include "util/json.h"
 
-const cm_tool_family *const cm_tool_families[] = {&cm_tools_containers, &cm_tools_lifecycle, &cm_tools_copy, &cm_tools_files,
+const cm_tool_family *const cm_tool_families[] = {&cm_tools_containers, &cm_tools_lifecycle, &cm_tools_copy, &cm_tools_images, &cm_tools_files,
                                                   &cm_tools_status, &cm_tools_sandbox, &cm_tools_dexec, &cm_tools_dpatch,
                                                   &cm_tools_dinspect, &cm_tools_diagnostics, NULL};
 

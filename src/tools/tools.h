@@ -54,6 +54,7 @@ typedef struct cm_tool_family {
 extern const cm_tool_family cm_tools_containers;  /* run_container, exec_in_container */
 extern const cm_tool_family cm_tools_lifecycle;   /* list, logs, stats, inspect, stop, remove */
 extern const cm_tool_family cm_tools_copy;        /* copy_files */
+extern const cm_tool_family cm_tools_images;      /* list_images, pull_image, build_image, remove_image, prune_images */
 extern const cm_tool_family cm_tools_files;       /* file_read, file_write, file_list, file_delete, file_move */
 extern const cm_tool_family cm_tools_status;      /* system_status */
 extern const cm_tool_family cm_tools_diagnostics; /* echo, sleep */

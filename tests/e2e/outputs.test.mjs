@@ -213,7 +213,11 @@ describe('output schemas', () => {
         c.expect?.(r.structuredContent, ctx);
         called.add(c.name);
       }
-      const missing = tools.map((x) => x.name).filter((n) => !called.has(n));
+      // The image tools' results are checked against their schemas on the
+      // engines (engines-images.test.mjs) until the native backend has an
+      // image store (issue 13); then they get cases here.
+      const elsewhere = new Set(['list_images', 'pull_image', 'build_image', 'remove_image', 'prune_images']);
+      const missing = tools.map((x) => x.name).filter((n) => !called.has(n) && !elsewhere.has(n));
       assert.deepEqual(missing, [], 'tools with no case in outputs.test.mjs: add one');
     } finally {
       await s.close().finally(() => s.kill());

@@ -80,6 +80,12 @@ describe('read-only mode', () => {
         }],
         // dexec runs a process too (and would write the run log)
         ['dexec', { container: c.id, command: 'touch /m/ran-dexec' }],
+        // the image tools change the backend's store: refused before it is asked
+        ['pull_image', { image: 'busybox:latest' }],
+        ['pull_image', { image: 'imported:1', import: host('host.txt') }],
+        ['build_image', { context: allowed, tag: 'ro-built:1' }],
+        ['remove_image', { image: 'busybox:latest', force: true }],
+        ['prune_images', { all: true }],
       ];
       for (const [name, args] of attempts) refused(await call(ro, name, args), new RegExp(`^${name} refused`), ...RO_WORDS);
 

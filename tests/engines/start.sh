@@ -44,19 +44,45 @@ image_tar() {
         "$here/image.sh" "$dir/rootfs" "$tar"
 }
 
+# A CA, a server certificate for 127.0.0.1 and a client certificate, for
+# dockerd's TLS listener (DOCKER_HOST=tcp:// with DOCKER_TLS_VERIFY): the
+# client's ca.pem, cert.pem, key.pem in DIR/docker/tls/client.
+make_certs() { # dir
+        local t="$1"
+        [[ -s "$t/client/key.pem" ]] && return 0
+        mkdir -p "$t/client" &&
+        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=cm-test-ca -keyout "$t/ca-key.pem" \
+                -out "$t/ca.pem" 2>/dev/null &&
+        openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$t/server-key.pem" -out "$t/server.csr" 2>/dev/null &&
+        printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$t/server.ext" &&
+        openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" -CAkey "$t/ca-key.pem" -CAcreateserial -days 30 \
+                -extfile "$t/server.ext" -out "$t/server-cert.pem" 2>/dev/null &&
+        openssl req -newkey rsa:2048 -nodes -subj /CN=cm-test-client -keyout "$t/client/key.pem" -out "$t/client.csr" 2>/dev/null &&
+        printf 'extendedKeyUsage=clientAuth\n' >"$t/client.ext" &&
+        openssl x509 -req -in "$t/client.csr" -CA "$t/ca.pem" -CAkey "$t/ca-key.pem" -CAcreateserial -days 30 \
+                -extfile "$t/client.ext" -out "$t/client/cert.pem" 2>/dev/null &&
+        cp "$t/ca.pem" "$t/client/ca.pem"
+}
+
 start_docker() {
-        local d="$dir/docker" sock="$dir/docker/docker.sock"
+        local d="$dir/docker" sock="$dir/docker/docker.sock" tls=() port
         if [[ $(id -u) -ne 0 ]]; then say "DOCKER_SKIP='dockerd needs root'"; return; fi
         if ! command -v dockerd >/dev/null; then say "DOCKER_SKIP='dockerd is not installed (apt-get install docker.io)'"; return; fi
         mkdir -p "$d"
         if ! curl -sf --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
                 # No engine answers: what a killed run left (a half-made
                 # id-mapped data root, which dockerd then refuses) goes.
-                rm -rf "$sock" "$d/data" "$d/exec"
+                rm -rf "$sock" "$d/data" "$d/exec" "$d/tls.env"
+                if command -v openssl >/dev/null && make_certs "$d/tls" &&
+                        port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"; then
+                        tls=(--host "tcp://127.0.0.1:$port" --tlsverify --tlscacert "$d/tls/ca.pem"
+                                --tlscert "$d/tls/server-cert.pem" --tlskey "$d/tls/server-key.pem")
+                        printf 'DOCKER_TLS_HOST=tcp://127.0.0.1:%s\nDOCKER_TLS_CERTS=%s\n' "$port" "$d/tls/client" >"$d/tls.env"
+                fi
                 # Remapped user namespaces: root in a container is dockremap's
                 # subordinate range on the host, the engine's equivalent of
                 # the native runtime's user namespace.
-                setsid dockerd --host "unix://$sock" --data-root "$d/data" --exec-root "$d/exec" \
+                setsid dockerd --host "unix://$sock" "${tls[@]}" --data-root "$d/data" --exec-root "$d/exec" \
                         --pidfile "$d/pid" --bridge none --iptables=false --ip6tables=false \
                         --ip-forward=false --ip-masq=false --userns-remap=default \
                         --storage-driver vfs --log-level warn >"$d/log" 2>&1 </dev/null &
@@ -70,6 +96,9 @@ start_docker() {
                         { say "DOCKER_SKIP='docker import of the test image failed'"; return; }
         fi
         say "DOCKER_SOCK=$sock"
+        if [[ -s "$d/tls.env" ]]; then
+                while read -r line; do say "$line"; done <"$d/tls.env"
+        fi
 }
 
 podman_() { podman --root "$dir/podman/root" --runroot "$dir/podman/run" --runtime runc \
@@ -90,6 +119,11 @@ start_podman() {
                 # No engine answers: what a killed run left (a half-made
                 # id-mapped data root, which dockerd then refuses) goes.
                 rm -rf "$sock" "$d/data" "$d/exec"
+                # The test registry (tests/registry/start.sh) serves plain
+                # HTTP on a loopback port: insecure for 127.0.0.1 (any port)
+                # here, as dockerd takes 127.0.0.0/8, for this service only.
+                printf 'unqualified-search-registries = ["docker.io"]\n[[registry]]\nlocation = "127.0.0.1"\ninsecure = true\n' >"$d/registries.conf"
+                CONTAINERS_REGISTRIES_CONF="$d/registries.conf" \
                 setsid podman --root "$d/root" --runroot "$d/run" --runtime runc --cgroup-manager cgroupfs \
                         --events-backend file system service --time=0 "unix://$sock" >"$d/log" 2>&1 </dev/null &
                 echo $! >"$d/pid"

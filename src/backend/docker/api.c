@@ -175,6 +175,13 @@ static int transport_error(const dk_api *a, const dk_req *req, CURLcode rc, long
                                   "DOCKER_HOST at rootless Podman's socket (unix://$XDG_RUNTIME_DIR/podman/"
                                   "podman.sock)",
                                   a->where);
+        if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_SSL_CERTPROBLEM ||
+            rc == CURLE_SSL_CACERT_BADFILE)
+                return cm_err_set(err, EACCES,
+                                  "TLS with the engine at %s failed (%s): DOCKER_CERT_PATH (%s) must hold ca.pem, the "
+                                  "CA that signed the engine's certificate, and cert.pem and key.pem, a client "
+                                  "certificate the engine trusts",
+                                  a->where, curl_easy_strerror(rc), a->cert_dir ? a->cert_dir : "unset");
         if (rc == CURLE_COULDNT_CONNECT)
                 return cm_err_set(err, ECONNREFUSED,
                                   "no engine answers at %s (%s): start it (dockerd, or `podman system service "

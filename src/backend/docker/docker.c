@@ -116,6 +116,11 @@ static const cm_backend_ops docker_ops = {
         .file_list = dk_file_list,
         .file_delete = dk_file_delete,
         .file_move = dk_file_move,
+        .image_list = dk_image_list,
+        .image_pull = dk_image_pull,
+        .image_build = dk_image_build,
+        .image_remove = dk_image_remove,
+        .image_prune = dk_image_prune,
         .free = docker_free,
 };
 

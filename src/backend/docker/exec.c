@@ -114,6 +114,101 @@ static void kill_exec(docker *d, const char *id, const char *marker) {
                 dk_resp_clear(&resp);
 }
 
+/* ---- watching (cm_exec_watch) ----------------------------------------------
+ * Output goes to the watcher as it is read, with ticks every every_ms.
+ * The first bytes are held back until they cannot be the engine's report
+ * of a command it could not start (start_failure below), which must be an
+ * error and no output: past DK_HOLD_BYTES, at a tick when they do not hold
+ * that report, or at the end. */
+
+#define DK_HOLD_BYTES 2048
+#define DK_START_FAILURE "unable to start container process"
+
+typedef struct piece {
+        int stream;
+        char *p;
+        size_t n;
+} piece;
+
+typedef struct watcher {
+        const cm_exec_watch *w;
+        piece *held;
+        size_t n_held, held_bytes;
+        bool flowing;
+        int64_t next_tick;
+} watcher;
+
+static void watcher_flush(watcher *wt) {
+        for (size_t i = 0; i < wt->n_held; i++) {
+                wt->w->output(wt->w->arg, wt->held[i].stream, wt->held[i].p, wt->held[i].n);
+                free(wt->held[i].p);
+        }
+        free(wt->held);
+        wt->held = NULL;
+        wt->n_held = wt->held_bytes = 0;
+        wt->flowing = true;
+}
+
+static void watcher_drop(watcher *wt) {
+        for (size_t i = 0; i < wt->n_held; i++)
+                free(wt->held[i].p);
+        free(wt->held);
+        wt->held = NULL;
+        wt->n_held = wt->held_bytes = 0;
+}
+
+static bool held_has(const watcher *wt, const char *text) {
+        for (size_t i = 0; i < wt->n_held; i++)
+                if (memmem(wt->held[i].p, wt->held[i].n, text, strlen(text)))
+                        return true;
+        return false;
+}
+
+static void watch_emit(int stream, const char *p, size_t n, void *arg) {
+        watcher *wt = arg;
+        if (wt->flowing) {
+                wt->w->output(wt->w->arg, stream, p, n);
+                return;
+        }
+        wt->held = xrealloc(wt->held, (wt->n_held + 1) * sizeof *wt->held);
+        wt->held[wt->n_held].stream = stream;
+        wt->held[wt->n_held].p = xmalloc(n ? n : 1);
+        memcpy(wt->held[wt->n_held].p, p, n);
+        wt->held[wt->n_held++].n = n;
+        wt->held_bytes += n;
+        if (wt->held_bytes > DK_HOLD_BYTES)
+                watcher_flush(wt);
+}
+
+/* A tick when one is due; the time to the next one (ms). */
+static int64_t watcher_tick(watcher *wt) {
+        int64_t now = cm_now_ms();
+        if (!wt->w->every_ms)
+                return 1000;
+        if (now >= wt->next_tick) {
+                if (!wt->flowing && !held_has(wt, DK_START_FAILURE))
+                        watcher_flush(wt);
+                wt->w->output(wt->w->arg, 0, NULL, 0);
+                wt->next_tick = now + wt->w->every_ms;
+        }
+        return wt->next_tick - now;
+}
+
+/* The held bytes of each stream, as a result's out and err, for start_failure. */
+static void held_result(const watcher *wt, cm_exec_result *r) {
+        size_t len[3] = {0};
+        char *buf[3];
+        for (int s = 1; s <= 2; s++)
+                buf[s] = xcalloc(wt->held_bytes + 1, 1);
+        for (size_t i = 0; i < wt->n_held; i++) {
+                int s = wt->held[i].stream == 2 ? 2 : 1;
+                memcpy(buf[s] + len[s], wt->held[i].p, wt->held[i].n);
+                len[s] += wt->held[i].n;
+        }
+        r->out = buf[1], r->out_len = len[1];
+        r->err = buf[2], r->err_len = len[2];
+}
+
 typedef struct pump {
         dk_conn conn;
         dk_demux dm;
@@ -121,6 +216,7 @@ typedef struct pump {
         size_t in_left;
         int64_t deadline; /* 0: none */
         const cm_cancel *cancel;
+        watcher *wt;      /* NULL: none */
 } pump;
 
 /* 1: the stream ended; 0: the deadline or cancellation came first; < 0. */
@@ -148,6 +244,11 @@ static int pump_run(pump *p, cm_err *err) {
                 }
                 if (p->deadline && left <= 0)
                         return 0;
+                if (p->wt) {
+                        int64_t tick = watcher_tick(p->wt);
+                        if (left < 0 || tick < left)
+                                left = tick;
+                }
                 if (poll(fds, 2, left < 0 || left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR)
                         return cm_err_sys(err, errno, "poll");
                 if (fds[1].revents & POLLIN)
@@ -160,8 +261,8 @@ static int pump_run(pump *p, cm_err *err) {
  * interface, like the native runtime, makes that an error (ENOENT or
  * EACCES), so a caller can tell it from a command that ran and failed. */
 static int start_failure(const cm_exec_spec *s, const cm_exec_result *r, cm_err *err) {
-        const char *text = strstr(r->out, "unable to start container process") ? r->out : r->err;
-        const char *why = strstr(text, "unable to start container process");
+        const char *text = strstr(r->out, DK_START_FAILURE) ? r->out : r->err;
+        const char *why = strstr(text, DK_START_FAILURE);
         size_t len;
         if ((r->exit_code != 126 && r->exit_code != 127) || !why)
                 return 0;
@@ -179,6 +280,7 @@ int dk_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_ca
         cleanup_free char *eid = NULL, *path = NULL;
         dk_out out = {.cap = spec->output_cap ? spec->output_cap : 1u << 20};
         pump p = {.in = spec->stdin_data, .in_left = spec->stdin_len, .cancel = cancel};
+        watcher wt = {0};
         int64_t t0 = cm_now_ms();
         char marker[33];
         int r;
@@ -192,6 +294,11 @@ int dk_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_ca
         if (dk_hijack(&d->api, path, start, &p.conn, err) < 0)
                 return -1;
         p.dm = (dk_demux){.emit = dk_out_emit, .arg = &out};
+        if (spec->watch) {
+                wt = (watcher){.w = spec->watch, .next_tick = t0 + spec->watch->every_ms};
+                p.wt = &wt;
+                p.dm = (dk_demux){.emit = watch_emit, .arg = &wt};
+        }
         p.deadline = spec->timeout_ms > 0 ? t0 + spec->timeout_ms : 0;
         r = pump_run(&p, err);
         if (r == 0) {
@@ -204,11 +311,25 @@ int dk_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_ca
         if (r == 0 && !ret->timed_out) {
                 free(out.buf[1]);
                 free(out.buf[2]);
+                if (p.wt)
+                        watcher_flush(&wt); /* what ran before the cancel, for the caller's record */
                 return cm_err_set(err, ECANCELED, "cancelled: the exec's processes were killed");
         }
+        if (p.wt && r >= 0) {
+                /* a start failure is an error, not output for the watcher */
+                cm_exec_result held = {.exit_code = ret->exit_code};
+                held_result(&wt, &held);
+                if (start_failure(spec, &held, err) < 0)
+                        r = -1;
+                cm_exec_result_clear(&held);
+        }
+        if (p.wt && r >= 0)
+                watcher_flush(&wt);
+        else if (p.wt)
+                watcher_drop(&wt);
         dk_out_to_result(&out, ret);
         ret->duration_ms = cm_now_ms() - t0;
-        if (r >= 0 && start_failure(spec, ret, err) < 0)
+        if (r >= 0 && !p.wt && start_failure(spec, ret, err) < 0)
                 r = -1;
         if (r < 0) {
                 cm_exec_result_clear(ret);

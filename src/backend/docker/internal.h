@@ -68,6 +68,22 @@ int dk_remove(cm_backend *b, const char *id, bool force, cm_err *err);
 /* Remove managed containers whose server (DK_LABEL_SERVER) is gone. */
 void dk_reap_orphans(docker *d);
 
+/* images.c */
+int dk_image_list(cm_backend *b, cm_image_info **ret, size_t *ret_n, cm_err *err);
+int dk_image_pull(cm_backend *b, const cm_pull_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
+                  cm_err *err);
+int dk_image_build(cm_backend *b, const cm_build_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
+                   cm_err *err);
+int dk_image_remove(cm_backend *b, const char *ref, bool force, cm_err *err);
+int dk_image_prune(cm_backend *b, bool all, cm_prune_result *ret, cm_err *err);
+/* The parsers of a pull's, a build's or a load's stream, on bytes given in
+ * pieces of `chunk` (for tests/fuzz/fuzz_docker_stream.c): the stream's
+ * error and the id it named (owned, or NULL); < 0 when a line passed the
+ * cap. */
+enum dk_stream_kind { DK_STREAM_PULL, DK_STREAM_BUILD, DK_STREAM_LOAD };
+int dk_image_stream_parse(enum dk_stream_kind kind, const char *p, size_t n, size_t chunk, char **ret_error,
+                          char **ret_id);
+
 /* Output kept up to a cap per stream (exec, run_wait, logs). */
 typedef struct dk_out {
         char *buf[3]; /* [1] stdout, [2] stderr */

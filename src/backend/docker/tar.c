@@ -319,7 +319,14 @@ struct dk_tarw {
         bool failed;
         cm_err err;
         cm_copy_stats st;
+        dk_tar_filter filter;
+        void *filter_arg;
 };
+
+void dk_tarw_set_filter(dk_tarw *w, dk_tar_filter fn, void *arg) {
+        w->filter = fn;
+        w->filter_arg = arg;
+}
 
 dk_tarw *dk_tarw_new(int dir_fd, const char *name, const char *top, uint64_t max_bytes) {
         dk_tarw *w = xcalloc(1, sizeof *w);
@@ -417,9 +424,14 @@ static void entry_header(dk_tarw *w, const char *name, char type, unsigned mode,
 }
 
 static int add_entry(dk_tarw *w, int parent, const char *name, const char *arcname) {
+        enum dk_tar_verdict v = DK_TAR_KEEP;
         struct stat st;
         if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return wfail(w, errno, "cannot read", arcname);
+        if (w->filter && *arcname)
+                v = w->filter(w->filter_arg, arcname, S_ISDIR(st.st_mode));
+        if (v == DK_TAR_SKIP || (v == DK_TAR_SKIP_ENTRY && !S_ISDIR(st.st_mode)))
+                return 0;
         if (S_ISREG(st.st_mode)) {
                 w->file = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
                 if (w->file < 0 || fstat(w->file, &st) < 0 || !S_ISREG(st.st_mode))
@@ -439,7 +451,10 @@ static int add_entry(dk_tarw *w, int parent, const char *name, const char *arcna
                                 (void)close(fd);
                         return wfail(w, errno, "cannot open directory", arcname);
                 }
-                entry_header(w, dname, '5', st.st_mode, 0, st.st_mtime, NULL);
+                /* the root of an unnamed top, and a directory left out
+                 * whose insides may not be, have no entry */
+                if (*arcname && v == DK_TAR_KEEP)
+                        entry_header(w, dname, '5', st.st_mode, 0, st.st_mtime, NULL);
                 w->stack = xrealloc(w->stack, (w->depth + 1) * sizeof *w->stack);
                 w->stack[w->depth++] = (frame){d, xstrdup(arcname)};
                 w->st.dirs++;
@@ -474,7 +489,7 @@ static int next_entry(dk_tarw *w) {
                 }
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
-                cleanup_free char *arc = xasprintf("%s/%s", f->path, de->d_name);
+                cleanup_free char *arc = *f->path ? xasprintf("%s/%s", f->path, de->d_name) : xstrdup(de->d_name);
                 return add_entry(w, dirfd(f->d), de->d_name, arc);
         }
         unsigned char zero[2 * BLOCK] = {0};

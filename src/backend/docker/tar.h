@@ -27,8 +27,19 @@ void dk_untar_free(dk_untar *u);
 
 typedef struct dk_tarw dk_tarw;
 
-/* Archive `name` of dir_fd (file, directory or symlink) as `top`. */
+/* Archive `name` of dir_fd (file, directory or symlink) as `top`.  An
+ * empty `top`: a directory's contents, named from its root ("a", "d/b"),
+ * as a build context is sent. */
 dk_tarw *dk_tarw_new(int dir_fd, const char *name, const char *top, uint64_t max_bytes);
+/* Which entries go in (a build's .dockerignore): called with each entry's
+ * name in the archive, below `top`, before it is read. */
+enum dk_tar_verdict {
+        DK_TAR_KEEP,
+        DK_TAR_SKIP,       /* the entry, and for a directory all below it */
+        DK_TAR_SKIP_ENTRY, /* a directory's own entry, not what is below it */
+};
+typedef enum dk_tar_verdict (*dk_tar_filter)(void *arg, const char *name, bool is_dir);
+void dk_tarw_set_filter(dk_tarw *w, dk_tar_filter fn, void *arg);
 /* Up to n bytes of the stream; 0 at its end; < 0 on error (kept). */
 ssize_t dk_tarw_read(dk_tarw *w, char *p, size_t n);
 int dk_tarw_end(dk_tarw *w, cm_copy_stats *ret, cm_err *err);
