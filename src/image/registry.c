@@ -106,6 +106,15 @@ static int write_layout(int dir_fd, const cm_image_ref *ref, const char *media_t
         return 0;
 }
 
+/* The manifest's bytes, verified already, unless the layout has them. */
+static int write_manifest(int blobs_fd, const char *digest, const rg_resp *resp, cm_err *err) {
+        rg_desc d = {.size = (int64_t)resp->len};
+        (void)snprintf(d.digest, sizeof d.digest, "%s", digest);
+        if (rg_blob_verified(blobs_fd, &d))
+                return 0;
+        return rg_blob_write(blobs_fd, digest, resp->body, resp->len, err);
+}
+
 /* Steps 1 to 5 against one endpoint. */
 static int fetch_from(rg_conn *c, const cm_image_ref *ref, const cm_registry_opts *o, int dir_fd, int blobs_fd,
                       const cm_image_progress *progress, char **ret_digest, cm_err *err) {
@@ -145,7 +154,7 @@ static int fetch_from(rg_conn *c, const cm_image_ref *ref, const cm_registry_opt
         for (size_t i = 0; i < img.n; i++)
                 descs[i + 1] = &img.items[i];
         if (rg_fetch_blobs(c, blobs_fd, descs, img.n + 1, progress, err) < 0 ||
-            rg_blob_write(blobs_fd, digest, resp.body, resp.len, err) < 0 ||
+            write_manifest(blobs_fd, digest, &resp, err) < 0 ||
             write_layout(dir_fd, ref, img.media_type, digest, resp.len, err) < 0)
                 goto out;
         if (ret_digest)
