@@ -218,6 +218,13 @@ describe('fetch-image from docker-registry', { skip: needReal ? false : REG.REGI
     assert.match(bad.stderr, /CONTAINER_MCP_IMAGE_MAX_SIZE=lots: expected a size/);
   });
 
+  test('CONTAINER_MCP_REGISTRY_MIRRORS: Docker Hub names come from the first mirror that has them', T, async () => {
+    const dir = newDir();
+    const r = await fetch('busybox', dir, { env: { CONTAINER_MCP_REGISTRY_MIRRORS: `http://127.0.0.1:1/,http://${R}` } });
+    assert.equal(r.code, 0, r.stderr);
+    checkLayout(dir, { ref: 'docker.io/library/busybox:latest', digest: r.stdout.trim() });
+  });
+
   for (const [kind, key] of [['basic', 'REGISTRY_BASIC'], ['token', 'REGISTRY_TOKEN']]) {
     test(`${kind} auth: right credentials pull, wrong or none are refused saying so`, T, async () => {
       const host = REG[key];

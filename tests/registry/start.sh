@@ -11,7 +11,7 @@
 # storage, configs, logs, pids, and the built images (rebuilt only when their
 # inputs change).  A second start while they run reuses them.
 #
-# anon holds busybox (gzip, OCI), busybox:v2s2 (Docker schema 2), zstd,
+# anon holds busybox (gzip, OCI; also as library/busybox, for a Hub mirror), busybox:v2s2 (Docker schema 2), zstd,
 # python (host python3 + its libraries + stdlib), multi (linux/amd64 and
 # linux/arm64) and config (Env, WorkingDir, User, Entrypoint, Cmd,
 # ExposedPorts); basic and token hold busybox.
@@ -156,6 +156,7 @@ push() { # args to skopeo copy
 }
 I=$DIR/images
 push "oci:$I/busybox:latest" "docker://127.0.0.1:$ANON/busybox:latest"
+push "oci:$I/busybox:latest" "docker://127.0.0.1:$ANON/library/busybox:latest" # as a Docker Hub mirror has it
 push --format v2s2 "oci:$I/busybox:latest" "docker://127.0.0.1:$ANON/busybox:v2s2"
 push "oci:$I/zstd:latest" "docker://127.0.0.1:$ANON/zstd:latest"
 push "oci:$I/python:latest" "docker://127.0.0.1:$ANON/python:latest"
