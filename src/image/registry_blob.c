@@ -42,8 +42,14 @@ bool rg_blob_verified(int blobs_fd, const rg_desc *d) {
         return n == 0 && digest_matches(&sha, d->digest);
 }
 
-/* Temporary names carry the pid: those of a pull that died (kill -9)
- * are removed by the next, those of a live one are left to it. */
+/* Temporary names carry the pid and a counter (two pulls of one process
+ * may share a layout): those of a pull that died (kill -9) are removed by
+ * the next, those of a live process are left to it. */
+static char *temp_name(const char *name) {
+        static unsigned counter;
+        return xasprintf(TMP_PREFIX "%s.%d.%u", name, (int)getpid(), __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+}
+
 static void remove_dead_temps(int blobs_fd) {
         int fd = dup(blobs_fd);
         DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
@@ -54,12 +60,12 @@ static void remove_dead_temps(int blobs_fd) {
                 return;
         }
         while ((e = readdir(dir))) {
-                const char *dot = strrchr(e->d_name, '.');
+                const char *dot = strchr(e->d_name + strlen(TMP_PREFIX), '.');
                 long pid;
                 if (strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) != 0 || !dot)
                         continue;
                 pid = strtol(dot + 1, NULL, 10);
-                if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH) || pid == getpid())
+                if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH))
                         (void)unlinkat(blobs_fd, e->d_name, 0);
         }
         closedir(dir);
@@ -75,7 +81,7 @@ static int publish(int dir_fd, const char *tmp, int fd, const char *name, cm_err
 }
 
 int rg_file_write(int dir_fd, const char *name, const char *data, size_t len, cm_err *err) {
-        cleanup_free char *tmp = xasprintf(TMP_PREFIX "%s.%d", name, (int)getpid());
+        cleanup_free char *tmp = temp_name(name);
         cleanup_close int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
         size_t done = 0;
         if (fd < 0)
@@ -146,7 +152,7 @@ static size_t on_data(char *p, size_t sz, size_t n, void *arg) {
 
 static int blob_start(blob *b, int blobs_fd, CURLM *m, cm_err *err) {
         cleanup_free char *url = xasprintf("%s/v2/%s/blobs/%s", b->c->base, b->c->repo, b->d->digest);
-        b->tmp = xasprintf(TMP_PREFIX "%s.%d", b->d->digest + 7, (int)getpid());
+        b->tmp = temp_name(b->d->digest + 7);
         b->fd = openat(blobs_fd, b->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (b->fd < 0)
                 return cm_err_sys(err, errno, "cannot create a blob file in the image layout");
