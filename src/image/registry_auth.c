@@ -143,7 +143,7 @@ int rg_refused(rg_conn *c, cm_err *err) {
 }
 
 /* One auth-param of a challenge: key="quoted \" value" or key=token. */
-static char *challenge_param(const char *ch, const char *key) {
+char *rg_challenge_param(const char *ch, const char *key) {
         size_t k = strlen(key);
         for (const char *p = ch; (p = strcasestr(p, key)); p += k) {
                 const char *v;
@@ -178,8 +178,8 @@ static bool realm_ok(const char *realm) {
 }
 
 static int get_token(rg_conn *c, const char *challenge, cm_err *err) {
-        cleanup_free char *realm = challenge_param(challenge, "realm"), *service = challenge_param(challenge, "service"),
-                          *scope = challenge_param(challenge, "scope"), *url = NULL, *esc_service = NULL,
+        cleanup_free char *realm = rg_challenge_param(challenge, "realm"), *service = rg_challenge_param(challenge, "service"),
+                          *scope = rg_challenge_param(challenge, "scope"), *url = NULL, *esc_service = NULL,
                           *esc_scope = NULL;
         cleanup_json json_t *j = NULL;
         rg_resp resp = {0};

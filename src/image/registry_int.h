@@ -81,6 +81,9 @@ bool rg_plain_http_ok(const char *domain);
 /* registry_auth.c: answer a 401's WWW-Authenticate. */
 int rg_authenticate(rg_conn *c, const char *challenge, cm_err *err);
 int rg_refused(rg_conn *c, cm_err *err);
+/* One auth-param of a WWW-Authenticate challenge (key="value" or
+ * key=token), owned, or NULL (fuzzed). */
+char *rg_challenge_param(const char *challenge, const char *key);
 
 /* registry_blob.c: download `n` blobs into the directory `blobs_fd`
  * (blobs/sha256), each verified, in parallel. */

@@ -1,5 +1,6 @@
 /* libFuzzer: arbitrary bytes as a registry's manifest or index
- * (rg_manifest_parse), then platform selection over what it accepted.
+ * (rg_manifest_parse), then platform selection over what it accepted; and
+ * the same bytes as a WWW-Authenticate challenge (rg_challenge_param).
  * Nothing may crash; whatever is accepted has well-formed digests and
  * sizes that are not negative; a refusal always says why. */
 #include <stdint.h>
@@ -15,6 +16,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         cm_err err = CM_ERR_INIT;
         size_t i;
 
+        char *ch = malloc(size + 1);
+        if (!ch)
+                return 0;
+        memcpy(ch, data, size);
+        ch[size] = 0;
+        for (size_t k = 0; k < 3; k++) {
+                static const char *const keys[] = {"realm", "service", "scope"};
+                char *v = rg_challenge_param(ch, keys[k]);
+                if (v && strlen(v) > size)
+                        abort();
+                free(v);
+        }
+        free(ch);
         if (rg_manifest_parse((const char *)data, size, size & 1 ? RG_MT_OCI_INDEX : NULL, &m, &err) < 0) {
                 if (!err.msg[0])
                         abort();

@@ -112,6 +112,30 @@ static void test_plain_http(void **state) {
         unsetenv("CONTAINER_MCP_INSECURE_REGISTRIES");
 }
 
+static void test_challenge(void **state) {
+        static const char ch[] = "realm=\"https://auth.example/token\",service=registry.example,"
+                                 "scope=\"repository:a/b:pull\",xrealm=\"no\",bad=\"q\\\"uote\"";
+        char *v;
+        (void)state;
+        v = rg_challenge_param(ch, "realm");
+        assert_string_equal(v, "https://auth.example/token");
+        free(v);
+        v = rg_challenge_param(ch, "service"); /* a bare token */
+        assert_string_equal(v, "registry.example");
+        free(v);
+        v = rg_challenge_param(ch, "scope");
+        assert_string_equal(v, "repository:a/b:pull");
+        free(v);
+        v = rg_challenge_param(ch, "bad");
+        assert_string_equal(v, "q\"uote");
+        free(v);
+        assert_null(rg_challenge_param(ch, "rea")); /* not a prefix match */
+        assert_null(rg_challenge_param("realm=\"unterminated", "scope"));
+        v = rg_challenge_param("realm=\"unterminated", "realm");
+        assert_string_equal(v, "unterminated");
+        free(v);
+}
+
 static char tmp[] = "/tmp/cm-registry-unit-XXXXXX";
 
 static void write_config(const char *json) {
@@ -171,6 +195,7 @@ int main(void) {
                 cmocka_unit_test(test_index_platforms),
                 cmocka_unit_test(test_manifest_refused),
                 cmocka_unit_test(test_plain_http),
+                cmocka_unit_test(test_challenge),
                 cmocka_unit_test(test_credentials),
         };
         TU_RUN_IN_TMP(tmp, tests);
