@@ -220,6 +220,24 @@ static int open_layout(const char *layout_dir, int *ret_dir, int *ret_blobs, cm_
         return 0;
 }
 
+/* os/arch[/variant], each a short run of [a-z0-9_-]. */
+static bool platform_ok(const char *p) {
+        size_t parts = 1, len = 0;
+        for (const char *c = p; *c; c++, len++) {
+                if (*c == '/') {
+                        if (len == 0 || c[1] == 0)
+                                return false;
+                        parts++, len = (size_t)-1;
+                } else if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+                             (*c == '-' && len > 0))) {
+                        return false;
+                }
+                if (len != (size_t)-1 && len > 32)
+                        return false;
+        }
+        return *p && (parts == 2 || parts == 3);
+}
+
 int cm_registry_fetch(const cm_image_ref *ref, const cm_registry_opts *o, const char *layout_dir,
                       const cm_image_progress *progress, const cm_cancel *cancel, char **ret_digest, cm_err *err) {
         cleanup_close int dir_fd = -1, blobs_fd = -1;
@@ -227,6 +245,9 @@ int cm_registry_fetch(const cm_image_ref *ref, const cm_registry_opts *o, const 
         char **eps;
         int r = -1;
 
+        if (o && o->platform && !platform_ok(o->platform))
+                return cm_err_set(err, EINVAL, "platform \"%.100s\": expected os/arch[/variant] in lower case, like "
+                                               "linux/amd64 or linux/arm64/v8", o->platform);
         if (cm_curl_load(err) < 0 || open_layout(layout_dir, &dir_fd, &blobs_fd, err) < 0)
                 return -1;
         eps = endpoints(ref);

@@ -555,6 +555,8 @@ describe('fetch-image against a hostile registry', T, () => {
       [['fetch-image', 'x/UPPER', newDir()], /must be lower case|expected \[host/],
       [['fetch-image', '--evil', 'x', 'y'], /unknown option "--evil"/],
       [['fetch-image', 'x', newDir(), '--timeout', '0'], /--timeout takes seconds/],
+      [['fetch-image', '127.0.0.1:1/x', newDir(), '--platform', '--evil'], /platform "--evil": expected os\/arch/],
+      [['fetch-image', '127.0.0.1:1/x', newDir(), '--platform', 'linux/../x'], /expected os\/arch/],
     ]) {
       const r = await runCli(args, { env: { CONTAINER_MCP_STATE_DIR: state } });
       assert.notEqual(r.code, 0);
