@@ -83,6 +83,7 @@ int cmd_fetch_image(int argc, char **argv) {
                 return cmd_usage_error("fetch-image", "expected an image reference and a directory");
         if (cm_config_load(&cfg, NULL, &err) < 0) {
                 fprintf(stderr, "container-mcp fetch-image: %s\n", err.msg);
+                cm_config_free(&cfg);
                 return 1;
         }
         o.max_size = cfg.image_max_size;
