@@ -537,6 +537,32 @@ describe('fetch-image against a hostile registry', T, () => {
     assert.equal(srv.hits.get(`/v2/x/blobs/${l0}`), 1, 'the whole blob was not fetched again');
   });
 
+  test('SIGTERM mid-fetch cancels: an error, and nothing half-published', T, async () => {
+    const img = makeImage();
+    const l1 = sha256(img.layers[1]);
+    const host = await use(img, {
+      blob: (d, req, res) => {
+        if (d !== l1) return false;
+        res.writeHead(200, { 'Content-Length': img.layers[1].length });
+        res.write(img.layers[1].subarray(0, 100000)); // and hold
+        return true;
+      },
+    });
+    const dir = newDir();
+    const proc = spawn(BIN, ['fetch-image', `${host}/x`, dir], {
+      env: envWith({ CONTAINER_MCP_STATE_DIR: state, DOCKER_CONFIG: emptyDockerConfig }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    proc.stderr.on('data', (b) => (stderr += b));
+    const exited = new Promise((r) => proc.once('exit', (code) => r(code)));
+    await eventually(() => temps(dir).length > 0, 60000, 'a blob mid-way');
+    proc.kill('SIGTERM');
+    assert.equal(await exited, 1, stderr);
+    assert.match(stderr, /cancelled while fetching/);
+    checkNothing(dir, [l1]);
+  });
+
   test('a blob already in the layout but corrupt is fetched again', T, async () => {
     const img = makeImage();
     const host = await use(img);
