@@ -251,6 +251,14 @@ int cm_registry_fetch(const cm_image_ref *ref, const cm_registry_opts *o, const 
         if (cm_curl_load(err) < 0 || open_layout(layout_dir, &dir_fd, &blobs_fd, err) < 0)
                 return -1;
         eps = endpoints(ref);
+        for (size_t i = 0; eps[i]; i++)
+                if (strncmp(eps[i], "https://", 8) != 0 && strncmp(eps[i], "http://", 7) != 0) {
+                        cm_err_set(err, EINVAL,
+                                   "CONTAINER_MCP_REGISTRY_MIRRORS: \"%.200s\" is not an http:// or https:// URL",
+                                   eps[i]);
+                        strv_free(eps);
+                        return -1;
+                }
         for (size_t i = 0; eps[i]; i++) {
                 bool mirror = eps[i + 1] != NULL;
                 rg_conn c = {.o = o, .cancel = cancel, .base = xstrdup(eps[i]), .repo = xstrdup(ref->path),

@@ -576,15 +576,16 @@ describe('fetch-image against a hostile registry', T, () => {
   });
 
   test('bad arguments get a usage error, not a fetch', T, async () => {
-    for (const [args, re] of [
+    for (const [args, re, env = {}] of [
       [['fetch-image'], /expected an image reference and a directory/],
       [['fetch-image', 'x/UPPER', newDir()], /must be lower case|expected \[host/],
       [['fetch-image', '--evil', 'x', 'y'], /unknown option "--evil"/],
       [['fetch-image', 'x', newDir(), '--timeout', '0'], /--timeout takes seconds/],
       [['fetch-image', '127.0.0.1:1/x', newDir(), '--platform', '--evil'], /platform "--evil": expected os\/arch/],
       [['fetch-image', '127.0.0.1:1/x', newDir(), '--platform', 'linux/../x'], /expected os\/arch/],
+      [['fetch-image', 'busybox', newDir()], /"file:\/\/\/etc" is not an http:\/\/ or https:\/\/ URL/, { CONTAINER_MCP_REGISTRY_MIRRORS: 'file:///etc' }],
     ]) {
-      const r = await runCli(args, { env: { CONTAINER_MCP_STATE_DIR: state } });
+      const r = await runCli(args, { env: { CONTAINER_MCP_STATE_DIR: state, ...env } });
       assert.notEqual(r.code, 0);
       assert.match(r.stderr, re);
     }
