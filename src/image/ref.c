@@ -164,8 +164,9 @@ int cm_image_ref_parse(const char *s, cm_image_ref *ret, cm_err *err) {
         if (strlen(s) > 1024)
                 return cm_err_set(err, EINVAL, "invalid image reference: longer than 1024 characters");
         if (is_hex64(s))
-                return refuse(err, s, "a 64-digit hex string is an image id, not a name; use sha256:<hex> with the "
-                                      "repository, like name@sha256:<hex>");
+                return refuse(err, s,
+                              "a 64-digit hex string is an image id, not a name; use sha256:<hex> with the "
+                              "repository, like name@sha256:<hex>");
         split_domain(s, &domain, &tail);
         if (strcmp(domain, HUB) == 0 && !strchr(tail, '/') && strchr(tail, '@') != tail)
                 rest = xasprintf("library/%s", tail);
@@ -196,8 +197,9 @@ int cm_image_ref_parse(const char *s, cm_image_ref *ret, cm_err *err) {
                 }
         if (!domain_ok(domain, strlen(domain)) || !path_ok(rest, strlen(rest))) {
                 cm_image_ref_free(&r);
-                return refuse(err, s, "expected [host[:port]/]name[:tag][@sha256:digest], the name's parts lower-case "
-                                      "letters and digits separated by '.', '_', '__' or '-'");
+                return refuse(err, s,
+                              "expected [host[:port]/]name[:tag][@sha256:digest], the name's parts lower-case "
+                              "letters and digits separated by '.', '_', '__' or '-'");
         }
         if (strlen(domain) + 1 + strlen(rest) > CM_IMAGE_NAME_MAX) {
                 cm_image_ref_free(&r);

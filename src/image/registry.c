@@ -25,7 +25,8 @@
 #define HUB_API "https://registry-1.docker.io"
 #define DEFAULT_MAX_SIZE (8ll << 30)
 
-static const char accept_all[] = RG_MT_OCI_INDEX ", " RG_MT_DOCKER_LIST ", " RG_MT_OCI_MANIFEST ", " RG_MT_DOCKER_MANIFEST;
+static const char accept_all[] =
+        RG_MT_OCI_INDEX ", " RG_MT_DOCKER_LIST ", " RG_MT_OCI_MANIFEST ", " RG_MT_DOCKER_MANIFEST;
 
 static void digest_of(const char *data, size_t len, char ret[72]) {
         uint8_t md[CM_SHA256_LEN];
@@ -46,8 +47,8 @@ static int get_manifest(rg_conn *c, const char *reference, const char *want, int
                 return cm_err_set(err, ENOENT, "the registry %s has no manifest %s for %s; check the name and tag",
                                   c->base, reference, c->repo);
         if (ret->status != 200)
-                return cm_err_set(err, EIO, "the registry %s answered HTTP %ld for the manifest of %s: %.200s",
-                                  c->base, ret->status, c->name, ret->body ? ret->body : "");
+                return cm_err_set(err, EIO, "the registry %s answered HTTP %ld for the manifest of %s: %.200s", c->base,
+                                  ret->status, c->name, ret->body ? ret->body : "");
         digest_of(ret->body ? ret->body : "", ret->len, digest);
         if (want && strcmp(digest, want) != 0)
                 return cm_err_set(err, EPROTO,
@@ -89,13 +90,13 @@ static int check_sizes(const rg_conn *c, const rg_manifest *m, int64_t cap, cm_e
         return 0;
 }
 
-static int write_layout(int dir_fd, const cm_image_ref *ref, const char *media_type, const char *digest,
-                        size_t size, cm_err *err) {
+static int write_layout(int dir_fd, const cm_image_ref *ref, const char *media_type, const char *digest, size_t size,
+                        cm_err *err) {
         cleanup_free char *name = cm_image_ref_format(ref), *index = NULL;
-        cleanup_json json_t *j = json_pack("{s:i, s:s, s:[{s:s, s:s, s:I, s:{s:s}}]}", "schemaVersion", 2, "mediaType",
-                                           RG_MT_OCI_INDEX, "manifests", "mediaType", media_type, "digest", digest,
-                                           "size", (json_int_t)size, "annotations",
-                                           "org.opencontainers.image.ref.name", name);
+        cleanup_json json_t *j =
+                json_pack("{s:i, s:s, s:[{s:s, s:s, s:I, s:{s:s}}]}", "schemaVersion", 2, "mediaType", RG_MT_OCI_INDEX,
+                          "manifests", "mediaType", media_type, "digest", digest, "size", (json_int_t)size,
+                          "annotations", "org.opencontainers.image.ref.name", name);
         static const char layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
         if (!j)
                 return cm_err_set(err, EINVAL, "cannot describe %s in index.json", name);
@@ -246,8 +247,10 @@ int cm_registry_fetch(const cm_image_ref *ref, const cm_registry_opts *o, const 
         int r = -1;
 
         if (o && o->platform && !platform_ok(o->platform))
-                return cm_err_set(err, EINVAL, "platform \"%.100s\": expected os/arch[/variant] in lower case, like "
-                                               "linux/amd64 or linux/arm64/v8", o->platform);
+                return cm_err_set(err, EINVAL,
+                                  "platform \"%.100s\": expected os/arch[/variant] in lower case, like "
+                                  "linux/amd64 or linux/arm64/v8",
+                                  o->platform);
         if (cm_curl_load(err) < 0 || open_layout(layout_dir, &dir_fd, &blobs_fd, err) < 0)
                 return -1;
         eps = endpoints(ref);
@@ -261,10 +264,14 @@ int cm_registry_fetch(const cm_image_ref *ref, const cm_registry_opts *o, const 
                 }
         for (size_t i = 0; eps[i]; i++) {
                 bool mirror = eps[i + 1] != NULL;
-                rg_conn c = {.o = o, .cancel = cancel, .base = xstrdup(eps[i]), .repo = xstrdup(ref->path),
+                rg_conn c = {.o = o,
+                             .cancel = cancel,
+                             .base = xstrdup(eps[i]),
+                             .repo = xstrdup(ref->path),
                              .name = xstrdup(name)};
-                c.host = strcmp(ref->domain, HUB) == 0 && !mirror ? xstrdup(HUB) : mirror ? url_host(eps[i])
-                                                                                           : xstrdup(ref->domain);
+                c.host = strcmp(ref->domain, HUB) == 0 && !mirror ? xstrdup(HUB)
+                         : mirror                                 ? url_host(eps[i])
+                                                                  : xstrdup(ref->domain);
                 r = fetch_from(&c, ref, o, dir_fd, blobs_fd, progress, ret_digest, err);
                 rg_conn_free(&c);
                 /* A mirror that lacks the image or is down: the next, then Hub.

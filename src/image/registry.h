@@ -22,11 +22,11 @@
 #include "util/err.h"
 
 typedef struct cm_registry_opts {
-        const char *platform;    /* "os/arch[/variant]"; NULL: the host's */
-        int64_t max_size;        /* bytes, per layer and per image (CONTAINER_MCP_IMAGE_MAX_SIZE); 0: 8 GiB */
+        const char *platform;       /* "os/arch[/variant]"; NULL: the host's */
+        int64_t max_size;           /* bytes, per layer and per image (CONTAINER_MCP_IMAGE_MAX_SIZE); 0: 8 GiB */
         unsigned connect_timeout_s; /* 0: 15 */
         unsigned stall_timeout_s;   /* a transfer with no byte for this long fails; 0: 30 */
-        unsigned parallel;       /* downloads at once; 0: 3 */
+        unsigned parallel;          /* downloads at once; 0: 3 */
 } cm_registry_opts;
 
 /* Fetch `ref` into `layout_dir` (created when missing).  On success

@@ -212,8 +212,8 @@ static int blob_finish(blob *b, int blobs_fd, CURLcode rc, cm_err *err) {
                                   b->c->base, (long long)b->got, dg, (long long)b->d->size);
         if (!digest_matches(&b->sha, dg))
                 return cm_err_set(err, EPROTO,
-                                  "blob %s from the registry %s does not hash to its digest; refused, nothing kept",
-                                  dg, b->c->base);
+                                  "blob %s from the registry %s does not hash to its digest; refused, nothing kept", dg,
+                                  b->c->base);
         if (publish(blobs_fd, b->tmp, b->fd, dg + 7, err) < 0)
                 return -1;
         b->done = true;
@@ -229,8 +229,7 @@ static void report(blob *b, const cm_image_progress *progress, bool force) {
 }
 
 /* Run the transfers until all are done or one fails. */
-static int run(rg_conn *c, int blobs_fd, blob *v, size_t n, const cm_image_progress *progress, CURLM *m,
-               cm_err *err) {
+static int run(rg_conn *c, int blobs_fd, blob *v, size_t n, const cm_image_progress *progress, CURLM *m, cm_err *err) {
         unsigned parallel = c->o && c->o->parallel ? c->o->parallel : 3;
         size_t next = 0, active = 0;
         for (;;) {
@@ -270,8 +269,8 @@ static int run(rg_conn *c, int blobs_fd, blob *v, size_t n, const cm_image_progr
         }
 }
 
-int rg_fetch_blobs(rg_conn *c, int blobs_fd, const rg_desc *const *descs, size_t n,
-                   const cm_image_progress *progress, cm_err *err) {
+int rg_fetch_blobs(rg_conn *c, int blobs_fd, const rg_desc *const *descs, size_t n, const cm_image_progress *progress,
+                   cm_err *err) {
         blob *v = xcalloc(n + 1, sizeof *v);
         CURLM *m = NULL;
         int r = 0;

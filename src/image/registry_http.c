@@ -100,13 +100,13 @@ int rg_transport_error(rg_conn *c, CURLcode rc, long os_errno, const char *what,
                                   "overloaded, retry later",
                                   c->base, curl_easy_strerror(rc), stall, what);
         case CURLE_UNSUPPORTED_PROTOCOL:
-                return cm_err_set(err, EPERM,
-                                  "the registry %s redirected %s to a scheme other than http(s); refused", c->base,
-                                  what);
+                return cm_err_set(err, EPERM, "the registry %s redirected %s to a scheme other than http(s); refused",
+                                  c->base, what);
         case CURLE_COULDNT_CONNECT:
         case CURLE_COULDNT_RESOLVE_HOST:
                 return cm_err_set(err, ECONNREFUSED, "cannot reach the registry %s (%s%s%s)", c->base,
-                                  curl_easy_strerror(rc), os_errno ? ": " : "", os_errno ? strerror((int)os_errno) : "");
+                                  curl_easy_strerror(rc), os_errno ? ": " : "",
+                                  os_errno ? strerror((int)os_errno) : "");
         case CURLE_PEER_FAILED_VERIFICATION:
         case CURLE_SSL_CONNECT_ERROR:
                 return cm_err_set(err, EPERM,
@@ -169,7 +169,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *arg) {
 }
 
 int rg_get_url(rg_conn *c, const char *url, const char *accept, size_t cap, rg_resp *ret, const char *what,
-                    cm_err *err) {
+               cm_err *err) {
         struct curl_slist *hdrs = NULL;
         collect col = {ret, cap, false};
         long os_errno = 0;

@@ -47,7 +47,9 @@ void rg_manifest_free(rg_manifest *m) {
         memset(m, 0, sizeof *m);
 }
 
-static bool is_index_type(const char *mt) { return strcmp(mt, RG_MT_DOCKER_LIST) == 0 || strcmp(mt, RG_MT_OCI_INDEX) == 0; }
+static bool is_index_type(const char *mt) {
+        return strcmp(mt, RG_MT_DOCKER_LIST) == 0 || strcmp(mt, RG_MT_OCI_INDEX) == 0;
+}
 static bool is_image_type(const char *mt) {
         return strcmp(mt, RG_MT_DOCKER_MANIFEST) == 0 || strcmp(mt, RG_MT_OCI_MANIFEST) == 0;
 }
@@ -81,16 +83,17 @@ int rg_manifest_parse(const char *body, size_t len, const char *content_type, rg
                                   j ? "another value" : je.text, j ? 0 : je.position);
         sv = json_object_get(j, "schemaVersion");
         if (json_is_integer(sv) && json_integer_value(sv) == 1)
-                return cm_err_set(err, EPROTO, "the image uses Docker's schema 1 manifest, retired in 2019; "
-                                               "push it again with a current tool (docker push, skopeo copy)");
+                return cm_err_set(err, EPROTO,
+                                  "the image uses Docker's schema 1 manifest, retired in 2019; "
+                                  "push it again with a current tool (docker push, skopeo copy)");
         if (!json_is_integer(sv) || json_integer_value(sv) != 2)
                 return cm_err_set(err, EPROTO, "the manifest's schemaVersion is not 2");
         m.media_type = media_type_of(j, content_type);
         m.is_index = is_index_type(m.media_type);
         if (!m.is_index && !is_image_type(m.media_type)) {
-                cm_err_set(err, EPROTO, "the manifest's media type %.100s is not one this client reads (%s, %s, %s, %s)",
-                           m.media_type, RG_MT_OCI_MANIFEST, RG_MT_OCI_INDEX, RG_MT_DOCKER_MANIFEST,
-                           RG_MT_DOCKER_LIST);
+                cm_err_set(err, EPROTO,
+                           "the manifest's media type %.100s is not one this client reads (%s, %s, %s, %s)",
+                           m.media_type, RG_MT_OCI_MANIFEST, RG_MT_OCI_INDEX, RG_MT_DOCKER_MANIFEST, RG_MT_DOCKER_LIST);
                 rg_manifest_free(&m);
                 return -EPROTO;
         }
@@ -167,9 +170,8 @@ int rg_pick_platform(const rg_manifest *idx, const char *platform, size_t *ret_i
         }
         for (size_t i = 0; i < idx->n && used < sizeof have - 1; i++) {
                 const rg_desc *d = &idx->items[i];
-                int w = snprintf(have + used, sizeof have - used, "%s%s/%s%s%s", used ? ", " : "",
-                                 d->os ? d->os : "?", d->arch ? d->arch : "?", d->variant ? "/" : "",
-                                 d->variant ? d->variant : "");
+                int w = snprintf(have + used, sizeof have - used, "%s%s/%s%s%s", used ? ", " : "", d->os ? d->os : "?",
+                                 d->arch ? d->arch : "?", d->variant ? "/" : "", d->variant ? d->variant : "");
                 if (w < 0)
                         break;
                 used += (size_t)w;
