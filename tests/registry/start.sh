@@ -46,7 +46,6 @@ alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 # Already running: reuse.
 if [[ -f $DIR/env ]] && grep -q '^REGISTRY=' "$DIR/env" && alive "$DIR/anon/pid" && alive "$DIR/basic/pid" &&
         alive "$DIR/token/pid" && alive "$DIR/token/server.pid"; then
-        # shellcheck disable=SC1091
         reg=$(sed -n 's/^REGISTRY=//p' "$DIR/env")
         if wait_http "http://$reg/v2/" 5; then
                 echo "tests/registry: already running ($DIR/env)" >&2
@@ -59,7 +58,7 @@ rm -f "$DIR/env"
 for tool in docker-registry skopeo htpasswd openssl zstd curl busybox; do
         command -v "$tool" >/dev/null || skip "$tool is missing: run scripts/deps.sh --test (docker-registry skopeo apache2-utils openssl zstd curl busybox-static)"
 done
-[[ -x /bin/busybox ]] && /bin/busybox --list >/dev/null 2>&1 || skip "/bin/busybox (busybox-static) is missing"
+if ! /bin/busybox --list >/dev/null 2>&1; then skip "/bin/busybox (busybox-static) is missing"; fi
 "$PY" -c 'import jwt, cryptography' 2>/dev/null || skip "python3-jwt is missing: run scripts/deps.sh --test"
 
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
