@@ -8,7 +8,8 @@ build_pkgs=(build-essential meson ninja-build pkg-config
             libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev libcap-dev)
 test_pkgs=(libcmocka-dev valgrind clang libclang-rt-14-dev nodejs npm python3 curl procps
            iproute2 util-linux slirp4netns passt qemu-system-x86 busybox-static libcap2-bin
-           docker.io podman runc file)
+           docker.io podman runc file
+           docker-registry skopeo apache2-utils openssl zstd python3-jwt python3-cryptography)
 
 pkgs=("${build_pkgs[@]}")
 [[ "${1:-}" == "--test" ]] && pkgs+=("${test_pkgs[@]}")

@@ -16,6 +16,8 @@ static const cm_command commands[] = {
         {"proxy", "MCP on stdio, served by the shared daemon (what a client config launches)", cmd_proxy},
         {"exec", "run a command in a container through dexec: exec --container NAME 'cmd' [-]", cmd_exec},
         {"patch", "apply a Codex patch in a container through dpatch: patch --container NAME FILE|-", cmd_patch},
+        {"fetch-image", "pull an image from a registry into an OCI layout: fetch-image REF DIR [--platform P]",
+         cmd_fetch_image},
         {"start-service", "the same as daemon start", cmd_service},
         {"stop-service", "the same as daemon stop", cmd_service},
         {"status-service", "the same as daemon status", cmd_service},

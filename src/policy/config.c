@@ -402,6 +402,12 @@ static int load_numbers(cm_config *cfg, cm_err *err) {
                                           v);
                 cfg->default_cpus = c;
         }
+        if ((v = getenv("CONTAINER_MCP_IMAGE_MAX_SIZE")) && *v &&
+            (cm_parse_size(v, &cfg->image_max_size) < 0 || cfg->image_max_size < 1))
+                return cm_err_set(err, EINVAL,
+                                  "CONTAINER_MCP_IMAGE_MAX_SIZE=%s: expected a size in bytes with an optional k, m or "
+                                  "g, like 8g or 500m",
+                                  v);
         if ((v = getenv("CONTAINER_MCP_DEFAULT_MEMORY")) && *v && cm_parse_size(v, &cfg->default_memory) < 0)
                 return cm_err_set(err, EINVAL, "CONTAINER_MCP_DEFAULT_MEMORY=%s: expected a size like 512m or 2g", v);
         n = (unsigned long)cfg->timeout_ms;
@@ -672,6 +678,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->runlog_max_bytes = 8ll << 20;
         cfg->runlog_max_total = 1ll << 30;
         cfg->dexec_preview_bytes = 4096;
+        cfg->image_max_size = 8ll << 30;
         cfg->allowed_hosts = strv_new();
         cfg->allowed_mounts = strv_new();
         cfg->image_dirs = strv_new();

@@ -82,6 +82,9 @@ typedef struct cm_config {
         int64_t runlog_max_bytes;  /* CONTAINER_MCP_RUNLOG_MAX_BYTES */
         int64_t runlog_max_total;  /* CONTAINER_MCP_RUNLOG_MAX_TOTAL: the directory's files together */
         unsigned dexec_preview_bytes; /* CONTAINER_MCP_DEXEC_PREVIEW_BYTES */
+        /* Images (issue 13): the most a pulled layer, and a whole image, may
+         * be (CONTAINER_MCP_IMAGE_MAX_SIZE, bytes; default 8g). */
+        int64_t image_max_size;
 } cm_config;
 
 /* The tool families, in the order tools/list shows them. */

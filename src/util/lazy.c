@@ -44,7 +44,9 @@ cm_curl_api cm_curl;
 static const char *const curl_names[] = {"curl_easy_init",    "curl_easy_setopt",   "curl_easy_perform",
                                          "curl_easy_getinfo", "curl_easy_cleanup",  "curl_easy_strerror",
                                          "curl_slist_append", "curl_slist_free_all", "curl_easy_send",
-                                         "curl_easy_recv"};
+                                         "curl_easy_recv",    "curl_multi_init",    "curl_multi_add_handle",
+                                         "curl_multi_remove_handle", "curl_multi_perform", "curl_multi_poll",
+                                         "curl_multi_info_read", "curl_multi_cleanup"};
 static cm_lazy_lib curl_lib = {"libcurl.so.4", "libcurl4", curl_names, (void **)&cm_curl,
                                sizeof curl_names / sizeof curl_names[0], 0, {0}};
 

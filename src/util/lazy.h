@@ -45,6 +45,14 @@ typedef struct cm_curl_api {
         void (*slist_free_all)(struct curl_slist *);
         CURLcode (*easy_send)(CURL *, const void *, size_t, size_t *);
         CURLcode (*easy_recv)(CURL *, void *, size_t, size_t *);
+        /* the registry client's parallel downloads (src/image/registry_blob.c) */
+        CURLM *(*multi_init)(void);
+        CURLMcode (*multi_add_handle)(CURLM *, CURL *);
+        CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
+        CURLMcode (*multi_perform)(CURLM *, int *);
+        CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd *, unsigned int, int, int *);
+        CURLMsg *(*multi_info_read)(CURLM *, int *);
+        CURLMcode (*multi_cleanup)(CURLM *);
 } cm_curl_api;
 extern cm_curl_api cm_curl;
 int cm_curl_load(cm_err *err);
@@ -61,6 +69,13 @@ int cm_curl_load(cm_err *err);
 #define curl_slist_free_all cm_curl.slist_free_all
 #define curl_easy_send cm_curl.easy_send
 #define curl_easy_recv cm_curl.easy_recv
+#define curl_multi_init cm_curl.multi_init
+#define curl_multi_add_handle cm_curl.multi_add_handle
+#define curl_multi_remove_handle cm_curl.multi_remove_handle
+#define curl_multi_perform cm_curl.multi_perform
+#define curl_multi_poll cm_curl.multi_poll
+#define curl_multi_info_read cm_curl.multi_info_read
+#define curl_multi_cleanup cm_curl.multi_cleanup
 #endif
 #endif
 

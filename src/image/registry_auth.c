@@ -1,0 +1,254 @@
+/* Registry authentication: the credentials for a host, and the answer to a
+ * 401's challenge (Basic, or a Bearer token from the realm it names). */
+#include "image/registry_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backend/docker/api.h" /* dk_base64_decode, dk_escape */
+#include "util/cleanup.h"
+#include "util/json.h"
+
+#define HUB_KEY "https://index.docker.io/v1/"
+
+/* CONTAINER_MCP_REGISTRY_AUTH="host=user:password[,host=user:password]" */
+static int from_env(const char *host, char **user, char **pass, cm_err *err) {
+        const char *v = getenv("CONTAINER_MCP_REGISTRY_AUTH");
+        size_t i = 0;
+        for (const char *p = v; p && *p; i++) {
+                size_t n = strcspn(p, ",");
+                cleanup_free char *entry = xstrndup(p, n);
+                char *eq = strchr(entry, '='), *colon = eq ? strchr(eq + 1, ':') : NULL;
+                if (!eq || !colon || eq == entry || colon == eq + 1)
+                        return cm_err_set(err, EINVAL,
+                                          "CONTAINER_MCP_REGISTRY_AUTH: entry %zu is not host=user:password (entries "
+                                          "separated by commas)",
+                                          i + 1);
+                *eq = 0, *colon = 0;
+                if (strcasecmp(entry, host) == 0) {
+                        *user = xstrdup(eq + 1);
+                        *pass = xstrdup(colon + 1);
+                        return 1;
+                }
+                p += n + (p[n] == ',');
+        }
+        return 0;
+}
+
+/* A key of `auths` ("https://index.docker.io/v1/", "host:5000",
+ * "https://host/") names `host` when its host part is `host`; Docker Hub's
+ * names are all one. */
+static bool key_names(const char *key, const char *host) {
+        static const char *const hub[] = {"docker.io", "index.docker.io", "registry-1.docker.io"};
+        cleanup_free char *k = NULL;
+        bool key_hub = false, host_hub = false;
+        if (strncmp(key, "https://", 8) == 0)
+                key += 8;
+        else if (strncmp(key, "http://", 7) == 0)
+                key += 7;
+        k = xstrndup(key, strcspn(key, "/"));
+        for (size_t i = 0; i < ARRAY_SIZE(hub); i++) {
+                key_hub |= strcasecmp(k, hub[i]) == 0;
+                host_hub |= strcasecmp(host, hub[i]) == 0;
+        }
+        return (key_hub && host_hub) || strcasecmp(k, host) == 0;
+}
+
+static char *docker_config_path(void) {
+        const char *dir = getenv("DOCKER_CONFIG"), *home = getenv("HOME");
+        if (dir && *dir)
+                return xasprintf("%s/config.json", dir);
+        return home && *home ? xasprintf("%s/.docker/config.json", home) : NULL;
+}
+
+static int from_docker_config(const char *path, const char *host, char **user, char **pass, cm_err *err) {
+        json_error_t je;
+        cleanup_json json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+        json_t *auths = json_object_get(j, "auths"), *entry;
+        const char *key;
+        if (!j && access(path, F_OK) != 0)
+                return 0;
+        if (!j)
+                return cm_err_set(err, EINVAL, "%s is not valid JSON (%s, line %d); fix or remove it", path, je.text,
+                                  je.line);
+        json_object_foreach(auths, key, entry) {
+                const char *auth = cm_json_str(entry, "auth"), *u = cm_json_str(entry, "username"),
+                           *p = cm_json_str(entry, "password");
+                if (!key_names(key, host))
+                        continue;
+                if (auth && *auth) {
+                        size_t n;
+                        cleanup_free char *plain = dk_base64_decode(auth, &n);
+                        char *colon = plain ? memchr(plain, ':', n) : NULL;
+                        if (!colon || strlen(plain) != n)
+                                return cm_err_set(err, EINVAL,
+                                                  "%s: auths.\"%s\".auth is not base64 of user:password; log in "
+                                                  "again (docker login) or fix it",
+                                                  path, key);
+                        *colon = 0;
+                        *user = xstrdup(plain);
+                        *pass = xstrdup(colon + 1);
+                        return 1;
+                }
+                if (u && p) {
+                        *user = xstrdup(u);
+                        *pass = xstrdup(p);
+                        return 1;
+                }
+        }
+        return 0;
+}
+
+int cm_registry_credentials_from(const char *host, char **user, char **pass, char **ret_source, cm_err *err) {
+        cleanup_free char *path = NULL;
+        int r;
+        *user = *pass = NULL;
+        if ((r = from_env(host, user, pass, err)) != 0) {
+                if (r > 0 && ret_source)
+                        *ret_source = xstrdup("CONTAINER_MCP_REGISTRY_AUTH");
+                return r;
+        }
+        if (!(path = docker_config_path()))
+                return 0;
+        if ((r = from_docker_config(path, host, user, pass, err)) > 0 && ret_source)
+                *ret_source = xasprintf("%s (auths)", path);
+        return r;
+}
+
+int cm_registry_credentials(const char *host, char **user, char **pass) {
+        cm_err err = CM_ERR_INIT;
+        return cm_registry_credentials_from(host, user, pass, NULL, &err);
+}
+
+/* Load the credentials for c->host once. */
+static int load_credentials(rg_conn *c, cm_err *err) {
+        if (c->user)
+                return 1;
+        return cm_registry_credentials_from(c->host, &c->user, &c->pass, &c->cred_source, err);
+}
+
+int rg_refused(rg_conn *c, cm_err *err) {
+        if (c->cred_source)
+                return cm_err_set(err, EACCES,
+                                  "the registry %s refused the credentials for %s from %s (HTTP 401); correct them "
+                                  "there",
+                                  c->base, c->host, c->cred_source);
+        return cm_err_set(err, EACCES,
+                          "the registry %s wants credentials for %s (HTTP 401): set CONTAINER_MCP_REGISTRY_AUTH=%s="
+                          "user:password or log in with docker login",
+                          c->base, c->name, c->host);
+}
+
+/* One auth-param of a challenge: key="quoted \" value" or key=token. */
+char *rg_challenge_param(const char *ch, const char *key) {
+        size_t k = strlen(key);
+        for (const char *p = ch; (p = strcasestr(p, key)); p += k) {
+                const char *v;
+                char *out, *o;
+                if ((p != ch && p[-1] != ' ' && p[-1] != ',') || p[k] != '=')
+                        continue;
+                v = p + k + 1;
+                if (*v != '"')
+                        return xstrndup(v, strcspn(v, ", "));
+                out = o = xmalloc(strlen(v) + 1);
+                for (v++; *v && *v != '"'; v++) {
+                        if (*v == '\\' && v[1])
+                                v++;
+                        *o++ = *v;
+                }
+                *o = 0;
+                return out;
+        }
+        return NULL;
+}
+
+/* The realm is where our credentials go: https, or http for a host
+ * plain http is allowed for. */
+static bool realm_ok(const char *realm) {
+        if (strncmp(realm, "https://", 8) == 0)
+                return true;
+        if (strncmp(realm, "http://", 7) == 0) {
+                cleanup_free char *domain = xstrndup(realm + 7, strcspn(realm + 7, "/?#"));
+                return *domain && rg_plain_http_ok(domain);
+        }
+        return false;
+}
+
+static int get_token(rg_conn *c, const char *challenge, cm_err *err) {
+        cleanup_free char *realm = rg_challenge_param(challenge, "realm"),
+                          *service = rg_challenge_param(challenge, "service"),
+                          *scope = rg_challenge_param(challenge, "scope"), *url = NULL, *esc_service = NULL,
+                          *esc_scope = NULL;
+        cleanup_json json_t *j = NULL;
+        rg_resp resp = {0};
+        rg_conn tc = {0};
+        const char *token;
+        int have;
+
+        if (!realm || !realm_ok(realm))
+                return cm_err_set(err, EPROTO,
+                                  "the registry %s asked for a token from \"%.200s\", which is not an https URL (or "
+                                  "http on a loopback or insecure registry); refused",
+                                  c->base, realm ? realm : "");
+        if ((have = load_credentials(c, err)) < 0)
+                return -1;
+        if (!scope)
+                scope = xasprintf("repository:%s:pull", c->repo);
+        esc_scope = dk_escape(scope);
+        esc_service = service ? dk_escape(service) : NULL;
+        url = xasprintf("%s%sscope=%s%s%s", realm, strchr(realm, '?') ? "&" : "?", esc_scope,
+                        esc_service ? "&service=" : "", esc_service ? esc_service : "");
+        tc = (rg_conn){
+                .o = c->o, .cancel = c->cancel, .base = realm, .basic = have > 0, .user = c->user, .pass = c->pass};
+        if (rg_get_url(&tc, url, "application/json", 1 << 20, &resp, "a token", err) < 0) {
+                rg_resp_free(&resp);
+                return -1;
+        }
+        if (resp.status == 401 || resp.status == 403) {
+                long st = resp.status;
+                rg_resp_free(&resp);
+                if (have > 0)
+                        return cm_err_set(err, EACCES,
+                                          "the token server %s refused the credentials for %s from %s (HTTP %ld); "
+                                          "correct them there",
+                                          realm, c->host, c->cred_source, st);
+                return rg_refused(c, err);
+        }
+        if (resp.status != 200) {
+                long st = resp.status;
+                rg_resp_free(&resp);
+                return cm_err_set(err, EIO, "the token server %s answered HTTP %ld", realm, st);
+        }
+        j = json_loadb(resp.body ? resp.body : "", resp.len, 0, NULL);
+        rg_resp_free(&resp);
+        token = cm_json_str(j, "token");
+        if (!token || !*token)
+                token = cm_json_str(j, "access_token");
+        if (!token || !*token || strpbrk(token, "\r\n"))
+                return cm_err_set(err, EPROTO, "the token server %s gave no token (JSON with token or access_token)",
+                                  realm);
+        free(c->bearer);
+        c->bearer = xasprintf("Authorization: Bearer %s", token);
+        return 0;
+}
+
+int rg_authenticate(rg_conn *c, const char *challenge, cm_err *err) {
+        int have;
+        if (!challenge)
+                return rg_refused(c, err);
+        if (strncasecmp(challenge, "Bearer ", 7) == 0)
+                return get_token(c, challenge + 7, err);
+        if (strncasecmp(challenge, "Basic", 5) == 0) {
+                if ((have = load_credentials(c, err)) < 0)
+                        return -1;
+                if (have == 0)
+                        return rg_refused(c, err);
+                c->basic = true;
+                return 0;
+        }
+        return cm_err_set(err, EPROTO, "the registry %s asks for authentication this client does not speak: %.100s",
+                          c->base, challenge);
+}

@@ -1,0 +1,220 @@
+/* HTTP for the registry client: the options every request carries, and
+ * small GETs (manifests, tokens) collected in memory under a cap. */
+#include "image/registry_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/cleanup.h"
+#include "util/lazy.h"
+
+void rg_resp_free(rg_resp *r) {
+        free(r->body), free(r->content_type), free(r->digest_header), free(r->challenge);
+        memset(r, 0, sizeof *r);
+}
+
+void rg_conn_free(rg_conn *c) {
+        free(c->base), free(c->host), free(c->repo), free(c->name), free(c->bearer);
+        free(c->user), free(c->pass), free(c->cred_source);
+        memset(c, 0, sizeof *c);
+}
+
+/* The host part of "host[:port]" or "[v6][:port]". */
+static char *host_only(const char *domain) {
+        if (domain[0] == '[') {
+                const char *close = strchr(domain, ']');
+                return xstrndup(domain + 1, close ? (size_t)(close - domain - 1) : strlen(domain + 1));
+        }
+        return xstrndup(domain, strcspn(domain, ":"));
+}
+
+bool rg_plain_http_ok(const char *domain) {
+        cleanup_free char *host = host_only(domain);
+        struct in_addr a4;
+        const char *list = getenv("CONTAINER_MCP_INSECURE_REGISTRIES");
+        if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
+                return true;
+        if (inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127)
+                return true;
+        for (const char *p = list; p && *p;) {
+                size_t n = strcspn(p, ",");
+                if ((n == strlen(domain) && strncmp(p, domain, n) == 0) ||
+                    (n == strlen(host) && strncasecmp(p, host, n) == 0))
+                        return true;
+                p += n + (p[n] == ',');
+        }
+        return false;
+}
+
+static int on_xfer(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+        (void)dt, (void)dn, (void)ut, (void)un;
+        return cm_cancelled(arg) ? 1 : 0;
+}
+
+void rg_easy_setup(rg_conn *c, CURL *h, const char *url, struct curl_slist **hdrs) {
+        unsigned connect = c->o && c->o->connect_timeout_s ? c->o->connect_timeout_s : 15;
+        unsigned stall = c->o && c->o->stall_timeout_s ? c->o->stall_timeout_s : 30;
+        (void)curl_easy_setopt(h, CURLOPT_URL, url);
+        (void)curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        (void)curl_easy_setopt(h, CURLOPT_USERAGENT, "container-mcp");
+        (void)curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        /* Blobs may redirect to storage; never to file:, ftp: or the like.
+         * libcurl sends neither our Authorization header nor user/password
+         * to another host than the first. */
+        (void)curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+        (void)curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+        (void)curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+        (void)curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+        (void)curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+        (void)curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)connect);
+        /* A registry that accepts and then says nothing, or stalls mid-blob:
+         * less than a byte a second for `stall` seconds is a failure. */
+        (void)curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        (void)curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)stall);
+        if (c->cancel && c->cancel->fd >= 0) {
+                (void)curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+                (void)curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_xfer);
+                (void)curl_easy_setopt(h, CURLOPT_XFERINFODATA, c->cancel);
+        }
+        if (c->bearer)
+                *hdrs = curl_slist_append(*hdrs, c->bearer);
+        else if (c->basic) {
+                (void)curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+                (void)curl_easy_setopt(h, CURLOPT_USERNAME, c->user);
+                (void)curl_easy_setopt(h, CURLOPT_PASSWORD, c->pass);
+        }
+        (void)curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
+}
+
+int rg_transport_error(rg_conn *c, CURLcode rc, long os_errno, const char *what, cm_err *err) {
+        unsigned stall = c->o && c->o->stall_timeout_s ? c->o->stall_timeout_s : 30;
+        switch (rc) {
+        case CURLE_ABORTED_BY_CALLBACK:
+                return cm_err_set(err, ECANCELED, "cancelled while fetching %s from %s", what, c->base);
+        case CURLE_OPERATION_TIMEDOUT:
+                return cm_err_set(err, ETIMEDOUT,
+                                  "the registry %s did not answer (%s) within %u s while sending %s; it is down or "
+                                  "overloaded, retry later",
+                                  c->base, curl_easy_strerror(rc), stall, what);
+        case CURLE_UNSUPPORTED_PROTOCOL:
+                return cm_err_set(err, EPERM, "the registry %s redirected %s to a scheme other than http(s); refused",
+                                  c->base, what);
+        case CURLE_COULDNT_CONNECT:
+        case CURLE_COULDNT_RESOLVE_HOST:
+                return cm_err_set(err, ECONNREFUSED, "cannot reach the registry %s (%s%s%s)", c->base,
+                                  curl_easy_strerror(rc), os_errno ? ": " : "",
+                                  os_errno ? strerror((int)os_errno) : "");
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CONNECT_ERROR:
+                return cm_err_set(err, EPERM,
+                                  "TLS with the registry %s failed (%s); if it is a registry of your own without a "
+                                  "trusted certificate, add its host to CONTAINER_MCP_INSECURE_REGISTRIES",
+                                  c->base, curl_easy_strerror(rc));
+        default:
+                return cm_err_set(err, EIO, "fetching %s from the registry %s failed: %s", what, c->base,
+                                  curl_easy_strerror(rc));
+        }
+}
+
+typedef struct collect {
+        rg_resp *r;
+        size_t cap;
+        bool over;
+} collect;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *arg) {
+        collect *col = arg;
+        size_t len = sz * n;
+        if (col->r->len + len > col->cap) {
+                col->over = true;
+                return 0;
+        }
+        col->r->body = xrealloc(col->r->body, col->r->len + len + 1);
+        memcpy(col->r->body + col->r->len, p, len);
+        col->r->len += len;
+        col->r->body[col->r->len] = 0;
+        return len;
+}
+
+/* Header values we want; a later response (after a redirect) replaces
+ * an earlier one's. */
+static size_t on_header(char *p, size_t sz, size_t n, void *arg) {
+        rg_resp *r = arg;
+        size_t len = sz * n, vlen;
+        static const struct {
+                const char *name;
+                size_t off;
+        } want[] = {{"content-type:", offsetof(rg_resp, content_type)},
+                    {"docker-content-digest:", offsetof(rg_resp, digest_header)},
+                    {"www-authenticate:", offsetof(rg_resp, challenge)}};
+        for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+                size_t k = strlen(want[i].name);
+                char **slot = (char **)((char *)r + want[i].off);
+                const char *v;
+                if (len <= k || strncasecmp(p, want[i].name, k) != 0)
+                        continue;
+                v = p + k;
+                vlen = len - k;
+                while (vlen && (*v == ' ' || *v == '\t'))
+                        v++, vlen--;
+                while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
+                        vlen--;
+                free(*slot);
+                *slot = xstrndup(v, vlen < 4096 ? vlen : 4096);
+        }
+        return len;
+}
+
+int rg_get_url(rg_conn *c, const char *url, const char *accept, size_t cap, rg_resp *ret, const char *what,
+               cm_err *err) {
+        struct curl_slist *hdrs = NULL;
+        collect col = {ret, cap, false};
+        long os_errno = 0;
+        CURLcode rc;
+        CURL *h;
+
+        rg_resp_free(ret);
+        if (!(h = curl_easy_init()))
+                return cm_err_set(err, ENOMEM, "libcurl failed to initialise");
+        if (accept) {
+                cleanup_free char *a = xasprintf("Accept: %s", accept);
+                hdrs = curl_slist_append(hdrs, a);
+        }
+        rg_easy_setup(c, h, url, &hdrs);
+        (void)curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+        (void)curl_easy_setopt(h, CURLOPT_WRITEDATA, &col);
+        (void)curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+        (void)curl_easy_setopt(h, CURLOPT_HEADERDATA, ret);
+        rc = curl_easy_perform(h);
+        (void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ret->status);
+        (void)curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno);
+        curl_easy_cleanup(h);
+        curl_slist_free_all(hdrs);
+        if (col.over)
+                return cm_err_set(err, EFBIG, "the registry %s sent more than %zu KiB for %s; refused", c->base,
+                                  cap >> 10, what);
+        if (rc != CURLE_OK)
+                return rg_transport_error(c, rc, os_errno, what, err);
+        return 0;
+}
+
+int rg_get(rg_conn *c, const char *path, const char *accept, size_t cap, rg_resp *ret, cm_err *err) {
+        cleanup_free char *url = xasprintf("%s/v2/%s%s", c->base, c->repo, path);
+        const char *what = path + 1;
+        if (rg_get_url(c, url, accept, cap, ret, what, err) < 0)
+                return -1;
+        if (ret->status != 401)
+                return 0;
+        if (c->bearer || c->basic)
+                return rg_refused(c, err); /* we already answered one challenge */
+        if (rg_authenticate(c, ret->challenge, err) < 0)
+                return -1;
+        if (rg_get_url(c, url, accept, cap, ret, what, err) < 0)
+                return -1;
+        if (ret->status == 401)
+                return rg_refused(c, err);
+        return 0;
+}
