@@ -16,6 +16,7 @@ static const cm_command commands[] = {
         {"proxy", "MCP on stdio, served by the shared daemon (what a client config launches)", cmd_proxy},
         {"exec", "run a command in a container through dexec: exec --container NAME 'cmd' [-]", cmd_exec},
         {"patch", "apply a Codex patch in a container through dpatch: patch --container NAME FILE|-", cmd_patch},
+        {"image", "the native image store: image import FILE|DIR [NAME], list, rm NAME, prune", cmd_image},
         {"start-service", "the same as daemon start", cmd_service},
         {"stop-service", "the same as daemon stop", cmd_service},
         {"status-service", "the same as daemon status", cmd_service},

@@ -463,6 +463,11 @@ static int load_codex(cm_config *cfg, cm_err *err) {
             (cm_parse_size(v, &cfg->runlog_max_total) < 0 || cfg->runlog_max_total < (64 << 10)))
                 return cm_err_set(err, EINVAL,
                                   "CONTAINER_MCP_RUNLOG_MAX_TOTAL=%s: expected a size of at least 64k, like 1g", v);
+        /* the image store (issue 13); the native backend reads it too */
+        if ((v = getenv("CONTAINER_MCP_IMAGE_MAX_SIZE")) && *v &&
+            (cm_parse_size(v, &cfg->image_max_size) < 0 || cfg->image_max_size < (1 << 20)))
+                return cm_err_set(err, EINVAL,
+                                  "CONTAINER_MCP_IMAGE_MAX_SIZE=%s: expected a size of at least 1m, like 8g", v);
         if (env_uint("CONTAINER_MCP_DEXEC_PREVIEW_BYTES", 64, 1 << 20, &n, err) < 0)
                 return -EINVAL;
         cfg->dexec_preview_bytes = (unsigned)n;
@@ -670,6 +675,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->python_memory = 256 << 20;
         cfg->file_max_size_mb = 10;
         cfg->runlog_max_bytes = 8ll << 20;
+        cfg->image_max_size = 8ll << 30;
         cfg->runlog_max_total = 1ll << 30;
         cfg->dexec_preview_bytes = 4096;
         cfg->allowed_hosts = strv_new();

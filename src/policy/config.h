@@ -80,6 +80,7 @@ typedef struct cm_config {
         char *runlog_dir;          /* --runlog-dir, CONTAINER_MCP_RUNLOG_DIR; <state dir>/runlog */
         char *runlog_unusable;     /* why the default runlog_dir could not be made (it is then NULL) */
         int64_t runlog_max_bytes;  /* CONTAINER_MCP_RUNLOG_MAX_BYTES */
+        int64_t image_max_size;    /* CONTAINER_MCP_IMAGE_MAX_SIZE: one image's (and layer's) unpacked bytes */
         int64_t runlog_max_total;  /* CONTAINER_MCP_RUNLOG_MAX_TOTAL: the directory's files together */
         unsigned dexec_preview_bytes; /* CONTAINER_MCP_DEXEC_PREVIEW_BYTES */
 } cm_config;
