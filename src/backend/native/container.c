@@ -300,6 +300,13 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
         if (l->img.e.manifest) {
                 const char *wd = l->img.cfg.workdir;
                 l->st.image_id = xstrdup(l->img.e.manifest);
+                /* A rootless sandbox maps one id (ours, as its root): the
+                 * image's user cannot be; it runs as that root. */
+                if (l->img.cfg.user && l->img.cfg.user[0] && !n->rootless) {
+                        if (native_image_user(&l->img, &l->st.run_uid, &l->st.run_gid, err) < 0)
+                                return -1;
+                        l->st.set_ids = true;
+                }
                 l->st.argv = image_argv(&l->img.cfg, spec, wait);
                 l->st.workdir = xstrdup(spec->workdir ? spec->workdir : wd && wd[0] == '/' ? wd : NATIVE_WORKDIR);
                 if (kind == L_WAIT && !l->st.argv)
@@ -478,6 +485,9 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
                 .ctl_fd = l->ctl_fd,
                 .ctl_conn = l->ctl_pair[1],
                 .net_sync = l->net_sync[1],
+                .set_ids = l->st.set_ids,
+                .run_uid = l->st.run_uid,
+                .run_gid = l->st.run_gid,
         };
         memcpy(c.cg_fds, l->cg_fds, sizeof c.cg_fds);
 

@@ -14,6 +14,7 @@
 
 #include "backend/native/internal.h"
 #include "backend/native/linux.h"
+#include "image/layer.h"
 #include "policy/config.h"
 #include "util/cleanup.h"
 
@@ -199,5 +200,103 @@ int native_image_copy(native *n, const native_image *im, const char *dst, cm_err
                 cm_err_prefix(err, "copying the image's layers for the container's root (overlayfs is not in use)");
                 return -1;
         }
+        return 0;
+}
+
+/* ---- the image's user ----------------------------------------------------------- */
+
+/* The image's own file (etc/passwd, etc/group): the top layer that has
+ * it, unless a whiteout above hid it; read beneath the layer, no symlink
+ * followed.  NULL: none. */
+static char *image_file(const native_image *im, const char *rel) {
+        for (char **l = im->lowers; l && *l; l++) {
+                cleanup_close int dir = open(*l, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd = -1;
+                struct stat st;
+                char *buf;
+                ssize_t got;
+                if (dir < 0)
+                        continue;
+                fd = img_open_beneath(dir, rel, O_RDONLY | O_NONBLOCK);
+                if (fd < 0 || fstat(fd, &st) < 0)
+                        continue;
+                if (!S_ISREG(st.st_mode) || st.st_size > (1 << 20))
+                        return NULL; /* a whiteout, or not a file we read */
+                buf = xmalloc((size_t)st.st_size + 1);
+                got = read(fd, buf, (size_t)st.st_size);
+                buf[got > 0 ? got : 0] = 0;
+                return buf;
+        }
+        return NULL;
+}
+
+static bool number(const char *s, unsigned *ret) {
+        char *end;
+        unsigned long v;
+        if (!*s || strspn(s, "0123456789") != strlen(s))
+                return false;
+        v = strtoul(s, &end, 10);
+        *ret = (unsigned)v;
+        return v < USERNS_SIZE;
+}
+
+/* name's line in a passwd or group file: field 2 (the id) and, for
+ * passwd, field 3 (the primary group). */
+static bool lookup(const char *text, const char *name, unsigned *ret_id, unsigned *ret_gid) {
+        size_t len = strlen(name);
+        for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+                unsigned id = 0, gid = 0;
+                if (strncmp(line, name, len) != 0 || line[len] != ':')
+                        continue;
+                if (sscanf(line + len, ":%*[^:]:%u:%u", &id, &gid) < 1 || id >= USERNS_SIZE)
+                        return false;
+                *ret_id = id;
+                if (ret_gid)
+                        *ret_gid = gid < USERNS_SIZE ? gid : 0;
+                return true;
+        }
+        return false;
+}
+
+int native_image_user(const native_image *im, uid_t *ret_uid, gid_t *ret_gid, cm_err *err) {
+        cleanup_free char *spec = xstrdup(im->cfg.user), *passwd = NULL, *group = NULL;
+        char *colon = strchr(spec, ':');
+        const char *grp = colon ? colon + 1 : NULL;
+        unsigned uid = 0, gid = 0;
+
+        if (colon)
+                *colon = 0;
+        if (!number(spec, &uid)) {
+                passwd = image_file(im, "etc/passwd");
+                if (!passwd || !lookup(passwd, spec, &uid, &gid))
+                        return cm_err_set(err, ENOENT,
+                                          "the image's User \"%s\" is not in its /etc/passwd (or has an id past %u); "
+                                          "fix the image, or run a command that does not need it",
+                                          im->cfg.user, USERNS_SIZE - 1);
+        } else if (!grp) {
+                /* a bare uid: its group from passwd when the image names it */
+                passwd = image_file(im, "etc/passwd");
+                gid = uid;
+                if (passwd) {
+                        char key[16];
+                        (void)snprintf(key, sizeof key, ":%u:", uid);
+                        for (const char *line = passwd; line && *line;
+                             line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+                                const char *x = strchr(line, ':');
+                                unsigned u, g;
+                                if (x && sscanf(x, ":%*[^:]:%u:%u", &u, &g) == 2 && u == uid && g < USERNS_SIZE) {
+                                        gid = g;
+                                        break;
+                                }
+                        }
+                }
+        }
+        if (grp && grp[0] && !number(grp, &gid)) {
+                group = image_file(im, "etc/group");
+                if (!group || !lookup(group, grp, &gid, NULL))
+                        return cm_err_set(err, ENOENT, "the image's User \"%s\": group \"%s\" is not in its /etc/group",
+                                          im->cfg.user, grp);
+        }
+        *ret_uid = (uid_t)uid;
+        *ret_gid = (gid_t)gid;
         return 0;
 }

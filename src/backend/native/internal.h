@@ -349,6 +349,9 @@ img_owner native_image_owner(const native *n);
 int native_store(native *n, img_store **ret, cm_err *err);
 int native_image_resolve(native *n, const char *ref, native_image *ret, cm_err *err);
 void native_image_clear(native_image *im);
+/* The image config's User ("name", "uid", "uid:gid", "name:group") as ids,
+ * names looked up in the image's own /etc/passwd and /etc/group. */
+int native_image_user(const native_image *im, uid_t *ret_uid, gid_t *ret_gid, cm_err *err);
 /* The copy fallback: the layers applied into the new directory dst. */
 int native_image_copy(native *n, const native_image *im, const char *dst, cm_err *err);
 int native_image_list(cm_backend *b, cm_image_info **ret, size_t *ret_n, cm_err *err);
@@ -403,6 +406,9 @@ typedef struct sb_config {
                          on this connected socket; -1: none */
         int net_sync; /* network: true: namespaces out, go back in
                          (#2, #3); -1: none */
+        bool set_ids; /* a stored image's User, for its processes */
+        uid_t run_uid;
+        gid_t run_gid;
 } sb_config;
 
 /* The init's control socket (SOCK_SEQPACKET at <dir>/ctl, in the state
@@ -474,6 +480,9 @@ typedef struct sb_proc {
         const struct sock_fprog *seccomp;
         int64_t rlimit_memory; /* without a cgroup: RLIMIT_AS, 0: none */
         int64_t rlimit_pids;   /* without a cgroup: RLIMIT_NPROC, 0: none */
+        bool set_ids;          /* a stored image's User: become uid:gid */
+        uid_t uid;
+        gid_t gid;
 } sb_proc;
 int sb_exec_proc(const sb_proc *p, sb_err *e);
 #define SB_MAX_FDS 96
@@ -589,6 +598,9 @@ typedef struct nstate {
         char *name;
         char *image;
         char *image_id; /* a stored image's manifest digest; NULL: none */
+        bool set_ids;   /* its config's User, in the sandbox's ids */
+        uid_t run_uid;
+        gid_t run_gid;
         char *dir; /* <state>/containers/<id> */
         int64_t created_at;
         pid_t init_pid;

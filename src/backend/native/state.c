@@ -186,6 +186,9 @@ static json_t *record_json(const nstate *s) {
                 (void)json_object_set_new(j, "mounts", mounts_json(s));
         if (j && s->image_id)
                 (void)json_object_set_new(j, "image_id", json_string(s->image_id));
+        if (j && s->set_ids)
+                (void)json_object_set_new(j, "user", json_pack("{s:I, s:I}", "uid", (json_int_t)s->run_uid, "gid",
+                                                               (json_int_t)s->run_gid));
         return j;
 }
 
@@ -200,6 +203,11 @@ static int record_parse(const json_t *j, nstate *s) {
         s->name = xstrdup(cm_json_str(j, "name"));
         s->image = xstrdup(cm_json_str(j, "image"));
         s->image_id = cm_json_str(j, "image_id") ? xstrdup(cm_json_str(j, "image_id")) : NULL;
+        if (json_is_object(json_object_get(j, "user"))) {
+                s->set_ids = true;
+                s->run_uid = (uid_t)json_integer_value(json_object_get(json_object_get(j, "user"), "uid"));
+                s->run_gid = (gid_t)json_integer_value(json_object_get(json_object_get(j, "user"), "gid"));
+        }
         s->workdir = xstrdup(cm_json_str(j, "workdir") ? cm_json_str(j, "workdir") : NATIVE_WORKDIR);
         s->created_at = json_integer_value(json_object_get(j, "created_at"));
         s->server_pid = (pid_t)json_integer_value(json_object_get(json_object_get(j, "server"), "pid"));
