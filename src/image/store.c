@@ -303,7 +303,9 @@ static json_t *strv_json(char *const *v) {
 /* Under index.lock: write tmp, fsync, rename over index.json. */
 static int index_write(img_store *s, const img_entry *v, size_t n, cm_err *err) {
         cleanup_json json_t *images = json_array(), *j = NULL;
-        cleanup_free char *text = NULL, *tmp = xasprintf("tmp/index-%d.json", (int)getpid());
+        /* one name: writers hold index.lock; tmp/ is not ours to use here
+         * (an open clears it when no import holds gc.lock) */
+        cleanup_free char *text = NULL, *tmp = xstrdup("index.json.tmp");
         cleanup_close int fd = -1;
         size_t len;
 
