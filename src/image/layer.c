@@ -389,7 +389,8 @@ static int do_entry(unpack *u, struct archive *a, struct archive_entry *e, cm_er
                 if (clear_for(parent, name, true) == 0 && mkdirat(parent, name, 0700) < 0)
                         return cm_err_sys(err, errno, "layer entry \"%s\": mkdir", raw);
                 set_owner(u, parent, name, e);
-                add_fix(u, path, mode, e);
+                /* an archive's directories: we walk them all */
+                add_fix(u, path, u->o->mode == UNPACK_PLAIN ? mode | 0700 : mode, e);
                 return 0;
         case AE_IFREG: {
                 cleanup_close int fd = -1;
