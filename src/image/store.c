@@ -435,7 +435,8 @@ int img_resolve(img_store *s, const char *ref, img_entry *ret, cm_err *err) {
                 img_entries_free(v, n);
                 return cm_err_set(err, ENOENT,
                                   "image \"%s\" is not in the image store; call pull_image first (or import it: "
-                                  "container-mcp image import FILE %s)",
+                                  "container-mcp image import FILE %s), or use image \"host\" (the host's /usr, "
+                                  "read-only)",
                                   ref, ref);
         }
         *ret = v[i];
