@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { BIN, envWith, eventually, runCli, stdioClient, tmpDir } from './lib.mjs';
-import { call, nativeBackend, ok, refused } from './tools.mjs';
+import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 180000 };
 const HERE = path.dirname(new URL(import.meta.url).pathname);
@@ -253,5 +253,39 @@ with tarfile.open(sys.argv[1], 'w') as t:
     assert.match(r.stderr, /CONTAINER_MCP_IMAGE_MAX_SIZE/);
     r = await image(['list']);
     assert.doesNotMatch(r.stdout, /evil|tiny|UPPER/);
+    r = await image(['list'], { env: { CONTAINER_MCP_IMAGE_MAX_SIZE: 'lots' } });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /CONTAINER_MCP_IMAGE_MAX_SIZE=lots: expected a size/);
+  });
+
+  test('a rootless server (nobody): its own store, layers owned by it, whiteouts by user xattrs', T, async (t) => {
+    if (skipReason) return t.skip(skipReason);
+    if (!isRoot) return t.skip('needs root to become nobody');
+    const nstate = tmpDir('cmcp-img-nobody-');
+    fs.chownSync(nstate, 65534, 65534);
+    for (const d of [work, path.join(work, 'layout')]) fs.chmodSync(d, 0o755);
+    try {
+      const env = { CONTAINER_MCP_STATE_DIR: nstate, HOME: nstate };
+      const imp = spawnSync(AS_NOBODY[0], [...AS_NOBODY.slice(1), BIN, 'image', 'import', path.join(work, 'layout'), 'mine:1'],
+        { env: envWith(env), encoding: 'utf8' });
+      assert.equal(imp.status, 0, imp.stderr);
+      const layers = fs.readdirSync(path.join(nstate, 'images', 'layers'));
+      assert.equal(layers.length, 2);
+      for (const l of layers) assert.equal(fs.statSync(path.join(nstate, 'images', 'layers', l)).uid, 65534);
+      const s = await stdioClient({ args: ['serve'], env, wrap: AS_NOBODY });
+      try {
+        const out = await runIn(s, 'mine:1', ['id -u; ls /opq; ls /etc/hidden 2>&1; echo $GREETING']);
+        assert.equal(out.exitCode, 0, out.stderr);
+        const lines = out.stdout.split('\n');
+        assert.equal(lines[0], '0', 'one id mapped: the image\'s User is not applied');
+        assert.equal(lines[1], 'new');
+        assert.match(lines[2], /No such file/);
+        assert.equal(lines[3], 'from-image');
+      } finally {
+        await s.close();
+      }
+    } finally {
+      fs.rmSync(nstate, { recursive: true, force: true });
+    }
   });
 });
