@@ -227,18 +227,15 @@ uint64_t img_tree_bytes(int dir, const char *name) { return bytes_depth(dir, nam
 
 /* ---- entries -------------------------------------------------------------- */
 
-static uid_t shift(const img_owner *own, int64_t id, unsigned base) {
-        (void)own;
-        return (uid_t)(base + (id >= 0 && id < 65536 ? (unsigned)id : 65534u));
-}
+static uid_t shift(int64_t id, unsigned base) { return (uid_t)(base + (id >= 0 && id < 65536 ? (unsigned)id : 65534u)); }
 
 /* e NULL: the image's root owns it */
 static void set_owner(const unpack *u, int dir, const char *name, struct archive_entry *e) {
         const img_owner *own = &u->o->owner;
         if (u->o->mode == UNPACK_PLAIN || !own->chown)
                 return;
-        (void)fchownat(dir, name, shift(own, e ? archive_entry_uid(e) : 0, own->uid_base),
-                       (gid_t)shift(own, e ? archive_entry_gid(e) : 0, own->gid_base), AT_SYMLINK_NOFOLLOW);
+        (void)fchownat(dir, name, shift(e ? archive_entry_uid(e) : 0, own->uid_base),
+                       (gid_t)shift(e ? archive_entry_gid(e) : 0, own->gid_base), AT_SYMLINK_NOFOLLOW);
 }
 
 static mode_t entry_mode(const unpack *u, struct archive_entry *e) {
@@ -429,9 +426,11 @@ static int do_entry(unpack *u, struct archive *a, struct archive_entry *e, cm_er
         }
 }
 
-static void apply_fixes(unpack *u) {
+/* Deepest first (the reverse of the archive's order); apply: false only
+ * frees them (a failed unpack, whose directory goes). */
+static void finish_fixes(unpack *u, bool apply) {
         for (size_t i = u->n_fix; i-- > 0;) {
-                cleanup_close int fd = img_open_beneath(u->dst, u->fix[i].path, O_RDONLY | O_DIRECTORY);
+                cleanup_close int fd = apply ? img_open_beneath(u->dst, u->fix[i].path, O_RDONLY | O_DIRECTORY) : -1;
                 if (fd >= 0) {
                         (void)fchmod(fd, u->fix[i].mode);
                         (void)futimens(fd, (struct timespec[]){u->fix[i].mtime, u->fix[i].mtime});
@@ -519,15 +518,7 @@ int img_unpack(int src, int dst, const img_unpack_opts *o, img_unpack_result *re
                 ret->stream_bytes = u.r.bytes;
         }
 out:
-        for (size_t i = 0; i < u.n_fix; i++)
-                if (r < 0)
-                        free(u.fix[i].path);
-        if (r < 0) {
-                free(u.fix);
-                u.fix = NULL;
-                u.n_fix = 0;
-        } else
-                apply_fixes(&u);
+        finish_fixes(&u, r == 0);
         if (inner)
                 (void)archive_read_free(inner);
         (void)archive_read_free(u.r.outer);
