@@ -6,6 +6,8 @@
 #include "image/manifest.h"
 #include "image/store.h"
 
+#include <sys/types.h>
+
 #define IMG_DEFAULT_MAX_SIZE ((uint64_t)8 << 30)
 
 struct img_store {
@@ -39,5 +41,13 @@ int img_layer_ensure(img_store *s, const char *blob, const char *expect_diffid, 
  * publication of an image, which takes its names from any other. */
 int img_index_read(img_store *s, img_entry **ret, size_t *ret_n, cm_err *err);
 int img_index_publish(img_store *s, const img_entry *e, cm_err *err);
+/* Under index.lock: replace index.json with v. */
+int img_index_write(img_store *s, const img_entry *v, size_t n, cm_err *err);
+/* The position of ref (a name, a digest, an id prefix) in v, or -1;
+ * *ret_name: the name it matched, if by name. */
+ssize_t img_index_find(const img_entry *v, size_t n, const char *ref, char **ret_name);
+void img_strv_remove(char **v, size_t *n, const char *s);
+/* gc.c: everything in tmp/ (only while no import holds gc.lock). */
+void img_clear_tmp(img_store *s);
 
 #endif

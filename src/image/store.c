@@ -6,9 +6,8 @@
  *               layer an import has unpacked but not yet published;
  *   index.lock  exclusive around each read-modify-write of index.json.
  * Always gc.lock first.  Readers take neither: index.json is only ever
- * replaced whole by rename(2). */
+ * replaced whole by rename(2).  Removal and prune are gc.c; names name.c. */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -72,23 +71,6 @@ char *img_tmp_dir(img_store *s, const char *what, cm_err *err) {
         return path;
 }
 
-/* Everything in tmp/: only while no import holds gc.lock. */
-static void clear_tmp(img_store *s) {
-        int fd = openat(s->dfd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        struct dirent *de;
-
-        if (!d) {
-                if (fd >= 0)
-                        (void)close(fd);
-                return;
-        }
-        while ((de = readdir(d)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                        img_remove_at(dirfd(d), de->d_name);
-        (void)closedir(d);
-}
-
 /* The ids layers were unpacked with must be this server's. */
 static int check_ids(img_store *s, cm_err *err) {
         char want[96], have[96] = {0};
@@ -150,7 +132,7 @@ int img_store_open(const char *state_dir, const img_owner *own, uint64_t max_siz
         /* a crashed import's leftovers, when no import runs */
         lock = img_lock(s, "gc.lock", LOCK_EX | LOCK_NB);
         if (lock >= 0) {
-                clear_tmp(s);
+                img_clear_tmp(s);
                 (void)close(lock);
         }
         *ret = s;
@@ -167,73 +149,6 @@ void img_store_free(img_store *s) {
                 (void)close(s->dfd);
         free(s->dir);
         free(s);
-}
-
-/* ---- names --------------------------------------------------------------- */
-
-static bool repo_ok(const char *p, size_t n) {
-        if (n == 0 || n > 255)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!(islower((unsigned char)p[i]) || isdigit((unsigned char)p[i]) || strchr("._-/", p[i])))
-                        return false;
-        return p[0] != '/' && p[n - 1] != '/' && !strstr(p, "//");
-}
-
-static bool tag_ok(const char *t) {
-        size_t n = strlen(t);
-        if (n == 0 || n > 128 || t[0] == '.' || t[0] == '-')
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!isalnum((unsigned char)t[i]) && !strchr("_.-", t[i]))
-                        return false;
-        return true;
-}
-
-char *img_name_normalize(const char *name) {
-        cleanup_free char *copy = NULL;
-        char *at, *slash, *colon, *domain = NULL, *rest;
-        const char *tag = "latest";
-        cleanup_free char *digest = NULL;
-
-        if (!name || !name[0] || strlen(name) > 512 || name[0] == '-' || name[0] == '/')
-                return NULL;
-        copy = xstrdup(name);
-        if ((at = strchr(copy, '@'))) {
-                if (!img_digest_valid(at + 1))
-                        return NULL;
-                digest = xstrdup(at + 1);
-                *at = 0;
-                tag = NULL;
-        }
-        slash = strchr(copy, '/');
-        if (slash && (memchr(copy, '.', (size_t)(slash - copy)) || memchr(copy, ':', (size_t)(slash - copy)) ||
-                      strncmp(copy, "localhost/", 10) == 0)) {
-                *slash = 0;
-                domain = copy;
-                rest = slash + 1;
-        } else
-                rest = copy;
-        /* a tag is after the last ':' that follows the last '/' */
-        colon = strrchr(rest, ':');
-        if (colon && !strchr(colon, '/')) {
-                *colon = 0;
-                if (digest || !tag_ok(colon + 1))
-                        return NULL;
-                tag = colon + 1;
-        }
-        if (!repo_ok(rest, strlen(rest)))
-                return NULL;
-        if (domain)
-                for (char *p = domain; *p; p++)
-                        if (!isalnum((unsigned char)*p) && !strchr(".-:", *p))
-                                return NULL;
-        if (!domain || strcmp(domain, "docker.io") == 0 || strcmp(domain, "index.docker.io") == 0) {
-                bool library = !strchr(rest, '/');
-                return digest ? xasprintf("docker.io/%s%s@%s", library ? "library/" : "", rest, digest)
-                              : xasprintf("docker.io/%s%s:%s", library ? "library/" : "", rest, tag);
-        }
-        return digest ? xasprintf("%s/%s@%s", domain, rest, digest) : xasprintf("%s/%s:%s", domain, rest, tag);
 }
 
 /* ---- the index ----------------------------------------------------------- */
@@ -301,7 +216,7 @@ static json_t *strv_json(char *const *v) {
 }
 
 /* Under index.lock: write tmp, fsync, rename over index.json. */
-static int index_write(img_store *s, const img_entry *v, size_t n, cm_err *err) {
+int img_index_write(img_store *s, const img_entry *v, size_t n, cm_err *err) {
         cleanup_json json_t *images = json_array(), *j = NULL;
         /* one name: writers hold index.lock; tmp/ is not ours to use here
          * (an open clears it when no import holds gc.lock) */
@@ -329,7 +244,7 @@ static int index_write(img_store *s, const img_entry *v, size_t n, cm_err *err) 
         return 0;
 }
 
-static void strv_remove(char **v, size_t *n, const char *s) {
+void img_strv_remove(char **v, size_t *n, const char *s) {
         for (size_t i = 0; v && v[i]; i++)
                 if (strcmp(v[i], s) == 0) {
                         free(v[i]);
@@ -374,7 +289,7 @@ int img_index_publish(img_store *s, const img_entry *e, cm_err *err) {
         /* a name points to one image: the new one takes it */
         for (i = 0; i < n; i++)
                 for (size_t k = 0; k < e->n_names; k++)
-                        strv_remove(v[i].names, &v[i].n_names, e->names[k]);
+                        img_strv_remove(v[i].names, &v[i].n_names, e->names[k]);
         for (i = 0; i < n && strcmp(v[i].manifest, e->manifest) != 0; i++)
                 ;
         if (i == n) {
@@ -388,7 +303,7 @@ int img_index_publish(img_store *s, const img_entry *e, cm_err *err) {
                                 v[i].names[v[i].n_names++] = xstrdup(e->names[k]);
                                 v[i].names[v[i].n_names] = NULL;
                         }
-        r = index_write(s, v, n, err);
+        r = img_index_write(s, v, n, err);
         img_entries_free(v, n);
         return r;
 }
@@ -402,8 +317,7 @@ static bool is_hex(const char *s) {
         return true;
 }
 
-/* The index position of ref in v, or -1. */
-static ssize_t find(const img_entry *v, size_t n, const char *ref, char **ret_name) {
+ssize_t img_index_find(const img_entry *v, size_t n, const char *ref, char **ret_name) {
         cleanup_free char *norm = img_name_normalize(ref);
         size_t len = strlen(ref);
 
@@ -430,7 +344,7 @@ int img_resolve(img_store *s, const char *ref, img_entry *ret, cm_err *err) {
 
         if (img_index_read(s, &v, &n, err) < 0)
                 return -1;
-        i = find(v, n, ref, NULL);
+        i = img_index_find(v, n, ref, NULL);
         if (i < 0) {
                 img_entries_free(v, n);
                 return cm_err_set(err, ENOENT,
@@ -460,141 +374,3 @@ int img_config_load(img_store *s, const img_entry *e, img_config *ret, cm_err *e
         return 0;
 }
 
-/* ---- removing ------------------------------------------------------------ */
-
-/* Remove every entry of dir (relative to the store) whose name is not in
- * keep; the bytes it held. */
-static uint64_t sweep(img_store *s, const char *dir, char *const *keep, size_t n_keep) {
-        int fd = openat(s->dfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        struct dirent *de;
-        uint64_t bytes = 0;
-
-        if (!d) {
-                if (fd >= 0)
-                        (void)close(fd);
-                return 0;
-        }
-        while ((de = readdir(d))) {
-                bool kept = false;
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                        continue;
-                for (size_t i = 0; i < n_keep && !kept; i++)
-                        kept = strcmp(keep[i], de->d_name) == 0;
-                if (kept)
-                        continue;
-                bytes += img_tree_bytes(dirfd(d), de->d_name);
-                img_remove_at(dirfd(d), de->d_name);
-        }
-        (void)closedir(d);
-        return bytes;
-}
-
-/* The layers and blobs no image in v needs (gc.lock held, exclusive). */
-static uint64_t collect(img_store *s, const img_entry *v, size_t n) {
-        char **layers = NULL, **blobs = NULL;
-        size_t nl = 0, nb = 0;
-        uint64_t bytes;
-
-        for (size_t i = 0; i < n; i++) {
-                cleanup_free char *buf = NULL;
-                size_t len;
-                img_manifest m;
-                cm_err e = CM_ERR_INIT;
-
-                layers = xrealloc(layers, (nl + v[i].n_layers + 1) * sizeof *layers);
-                for (size_t k = 0; k < v[i].n_layers; k++)
-                        layers[nl++] = v[i].layers[k];
-                blobs = xrealloc(blobs, (nb + 2) * sizeof *blobs);
-                blobs[nb++] = xstrdup(v[i].manifest + 7);
-                blobs[nb++] = xstrdup(v[i].config + 7);
-                if (img_blob_read(s, v[i].manifest, IMG_MAX_JSON, &buf, &len, &e) < 0 ||
-                    img_parse_manifest(buf, len, &m, &e) < 0)
-                        continue;
-                blobs = xrealloc(blobs, (nb + m.n_layers + 1) * sizeof *blobs);
-                for (size_t k = 0; k < m.n_layers; k++)
-                        blobs[nb++] = xstrdup(m.layers[k].digest + 7);
-                img_manifest_clear(&m);
-        }
-        bytes = sweep(s, "layers", layers, nl) + sweep(s, "blobs/sha256", blobs, nb);
-        for (size_t k = 0; k < nb; k++)
-                free(blobs[k]);
-        free(layers);
-        free(blobs);
-        return bytes;
-}
-
-int img_remove(img_store *s, const char *ref, bool force, img_in_use_fn in_use, void *arg, cm_err *err) {
-        cleanup_close int gc = img_lock(s, "gc.lock", LOCK_EX | LOCK_NB);
-        cleanup_close int lock = img_lock(s, "index.lock", LOCK_EX);
-        cleanup_free char *name = NULL, *user = NULL;
-        img_entry *v;
-        size_t n;
-        ssize_t i;
-        int r;
-
-        if (lock < 0)
-                return cm_err_sys(err, errno, "image store: cannot lock %s/index.lock", s->dir);
-        if (img_index_read(s, &v, &n, err) < 0)
-                return -1;
-        i = find(v, n, ref, &name);
-        if (i < 0) {
-                img_entries_free(v, n);
-                return cm_err_set(err, ENOENT, "image \"%s\" is not in the image store (list_images shows what is)",
-                                  ref);
-        }
-        if (name && v[i].n_names > 1) {
-                /* one of several names: only that name goes */
-                strv_remove(v[i].names, &v[i].n_names, name);
-        } else if (in_use && in_use(arg, v[i].manifest, &user)) {
-                if (!force) {
-                        img_entries_free(v, n);
-                        return cm_err_set(err, EBUSY,
-                                          "image \"%s\" is used by container %s: remove it first or force", ref, user);
-                }
-                /* kept, nameless, until its container goes (prune) */
-                strv_free(v[i].names);
-                v[i].names = xcalloc(1, sizeof *v[i].names);
-                v[i].n_names = 0;
-        } else {
-                img_entry_clear(&v[i]);
-                memmove(&v[i], &v[i + 1], (n - (size_t)i - 1) * sizeof *v);
-                n--;
-        }
-        r = index_write(s, v, n, err);
-        if (r == 0 && gc >= 0)
-                (void)collect(s, v, n); /* an import runs: prune later */
-        img_entries_free(v, n);
-        return r;
-}
-
-int img_prune(img_store *s, bool all, img_in_use_fn in_use, void *arg, uint64_t *ret_bytes, size_t *ret_images,
-              cm_err *err) {
-        cleanup_close int gc = img_lock(s, "gc.lock", LOCK_EX);
-        cleanup_close int lock = img_lock(s, "index.lock", LOCK_EX);
-        img_entry *v;
-        size_t n, k = 0, removed = 0;
-        int r;
-
-        if (gc < 0 || lock < 0)
-                return cm_err_sys(err, errno, "image store: cannot lock %s", s->dir);
-        if (img_index_read(s, &v, &n, err) < 0)
-                return -1;
-        for (size_t i = 0; i < n; i++) {
-                cleanup_free char *user = NULL;
-                if ((all || v[i].n_names == 0) && !(in_use && in_use(arg, v[i].manifest, &user))) {
-                        img_entry_clear(&v[i]);
-                        removed++;
-                } else
-                        v[k++] = v[i];
-        }
-        n = k;
-        r = removed ? index_write(s, v, n, err) : 0;
-        if (r == 0) {
-                *ret_bytes = collect(s, v, n);
-                *ret_images = removed;
-                clear_tmp(s);
-        }
-        img_entries_free(v, n);
-        return r;
-}
