@@ -66,6 +66,8 @@ char *img_name_normalize(const char *name) {
                                 return NULL;
         if (!domain || strcmp(domain, "docker.io") == 0 || strcmp(domain, "index.docker.io") == 0) {
                 bool library = !strchr(rest, '/');
+                if (library && strlen(rest) + strlen("library/") > 255)
+                        return NULL; /* the full path must be a valid repository too */
                 return digest ? xasprintf("docker.io/%s%s@%s", library ? "library/" : "", rest, digest)
                               : xasprintf("docker.io/%s%s:%s", library ? "library/" : "", rest, tag);
         }
