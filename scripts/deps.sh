@@ -5,7 +5,8 @@
 set -euo pipefail
 
 build_pkgs=(build-essential meson ninja-build pkg-config
-            libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev libcap-dev)
+            libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libseccomp-dev libcap-dev
+            libarchive-dev)
 test_pkgs=(libcmocka-dev valgrind clang libclang-rt-14-dev nodejs npm python3 curl procps
            iproute2 util-linux slirp4netns passt qemu-system-x86 busybox-static libcap2-bin
            docker.io podman runc file

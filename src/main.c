@@ -18,6 +18,7 @@ static const cm_command commands[] = {
         {"patch", "apply a Codex patch in a container through dpatch: patch --container NAME FILE|-", cmd_patch},
         {"fetch-image", "pull an image from a registry into an OCI layout: fetch-image REF DIR [--platform P]",
          cmd_fetch_image},
+        {"image", "the native image store: image import FILE|DIR [NAME], list, rm NAME, prune", cmd_image},
         {"start-service", "the same as daemon start", cmd_service},
         {"stop-service", "the same as daemon stop", cmd_service},
         {"status-service", "the same as daemon status", cmd_service},

@@ -40,6 +40,7 @@ typedef struct launch {
         bool copy_image;     /* a directory image copied, not an overlay (rootfs.c) */
         bool overlay_failed; /* the overlay mount said "not here": copy */
         char *scratch;       /* run_wait: the image's copy, removed at the end */
+        native_image img;    /* a stored image (images.c); e.manifest NULL: none */
         int ctl_fd;          /* run: the init's control socket (listening) */
         int ctl_pair[2];     /* warm: [0] ours, [1] the init's */
         int net_sync[2];     /* network: [0] ours, [1] the child's (#2, #3) */
@@ -91,6 +92,7 @@ static void launch_free(launch *l) {
         mnt_plan_free(&l->plan);
         strv_free(l->envp);
         state_free(&l->st);
+        native_image_clear(&l->img);
         rootfs_remove(l->scratch); /* the sandbox is gone by now */
         free(l->scratch);
         l->scratch = NULL;
@@ -125,7 +127,8 @@ static bool name_ok(const char *s) {
 static int check_spec(const native *n, const cm_run_spec *spec, bool wait, cm_err *err) {
         if (!n->ok)
                 return cm_err_set(err, ENOTSUP, "the native runtime is not usable here: %s; %s", n->reason, n->fix);
-        if (wait && (!spec->argv || spec->argc == 0 || !spec->argv[0]))
+        /* a stored image may bring its own command (checked once resolved) */
+        if (wait && (!spec->argv || spec->argc == 0 || !spec->argv[0]) && !native_image_is_stored(spec->image))
                 return cm_err_set(err, EINVAL, "a command is needed to run to completion");
         if (spec->argv && spec->argc > 0 && (!spec->argv[0] || !spec->argv[0][0]))
                 return cm_err_set(err, EINVAL, "the command's first element must be a program name");
@@ -159,14 +162,21 @@ static void env_set(char ***v, size_t *len, const char *key, const char *value) 
         (*v)[*len] = NULL;
 }
 
-/* The container's environment: defaults, then the spec's. */
-static char **make_env(const cm_run_spec *spec, const char *hostname) {
+/* The container's environment: defaults, the image's (a stored image's
+ * config Env), then the spec's: the run's own win, as with Docker. */
+static char **make_env(const cm_run_spec *spec, const char *hostname, char *const *image_env) {
         char **v = xcalloc(1, sizeof *v);
         size_t len = 0;
         env_set(&v, &len, "PATH", NATIVE_PATH);
         env_set(&v, &len, "HOME", "/root");
         env_set(&v, &len, "HOSTNAME", hostname);
         env_set(&v, &len, "LANG", "C.UTF-8");
+        for (char *const *p = image_env; p && *p; p++) {
+                const char *eq = strchr(*p, '=');
+                cleanup_free char *k = eq && eq != *p ? xstrndup(*p, (size_t)(eq - *p)) : NULL;
+                if (k)
+                        env_set(&v, &len, k, eq + 1);
+        }
         for (size_t i = 0; i < spec->n_env; i++)
                 env_set(&v, &len, spec->env[i].key, spec->env[i].value);
         return v;
@@ -183,6 +193,33 @@ char **native_env_merge(char *const *base, const cm_kv *env, size_t n_env) {
         }
         for (size_t i = 0; i < n_env; i++)
                 env_set(&v, &len, env[i].key, env[i].value);
+        return v;
+}
+
+/* A stored image's command, as Docker makes it: the run's command
+ * replaces Cmd and keeps the Entrypoint; without one, Entrypoint + Cmd.
+ * A detached container of an image with no Entrypoint idles instead of
+ * running its Cmd (a shell, usually, which would exit at once with no
+ * terminal): the agent execs into it.  NULL: nothing to run. */
+static char **image_argv(const img_config *c, const cm_run_spec *spec, bool wait) {
+        size_t ne = 0, nc = 0, k = 0;
+        char *const *cmd = spec->argv && spec->argc ? spec->argv : c->cmd;
+        char **v;
+
+        while (c->entrypoint && c->entrypoint[ne])
+                ne++;
+        if (cmd == spec->argv)
+                nc = spec->argc;
+        else
+                while (cmd && cmd[nc])
+                        nc++;
+        if ((ne == 0 && nc == 0) || (!wait && ne == 0 && cmd != spec->argv))
+                return NULL;
+        v = xcalloc(ne + nc + 1, sizeof *v);
+        for (size_t i = 0; i < ne; i++)
+                v[k++] = xstrdup(c->entrypoint[i]);
+        for (size_t i = 0; i < nc; i++)
+                v[k++] = xstrdup(cmd[i]);
         return v;
 }
 
@@ -245,6 +282,8 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
                       .copy_image = copy_image};
         if (check_spec(n, spec, kind == L_WAIT, err) < 0 || net_plan(n, spec, &l->st.net, err) < 0)
                 return -1;
+        if (native_image_is_stored(spec->image) && native_image_resolve(n, spec->image, &l->img, err) < 0)
+                return -1;
         native_random_id(id);
         l->st.id = xstrdup(id);
         l->st.name = spec->name ? xstrdup(spec->name) : xasprintf("cm-%.10s", id);
@@ -258,8 +297,27 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
         l->st.network = spec->network;
         l->st.limits = lim;
         l->st.tmpfs_bytes = spec->tmpfs_bytes > 0 ? spec->tmpfs_bytes : NATIVE_TMPFS_BYTES;
-        l->st.argv = copy_argv(spec->argv, spec->argc);
-        l->st.workdir = xstrdup(spec->workdir ? spec->workdir : NATIVE_WORKDIR);
+        if (l->img.e.manifest) {
+                const char *wd = l->img.cfg.workdir;
+                l->st.image_id = xstrdup(l->img.e.manifest);
+                /* A rootless sandbox maps one id (ours, as its root): the
+                 * image's user cannot be; it runs as that root. */
+                if (l->img.cfg.user && l->img.cfg.user[0] && !n->rootless) {
+                        if (native_image_user(&l->img, &l->st.run_uid, &l->st.run_gid, err) < 0)
+                                return -1;
+                        l->st.set_ids = true;
+                }
+                l->st.argv = image_argv(&l->img.cfg, spec, wait);
+                l->st.workdir = xstrdup(spec->workdir ? spec->workdir : wd && wd[0] == '/' ? wd : NATIVE_WORKDIR);
+                if (kind == L_WAIT && !l->st.argv)
+                        return cm_err_set(err, EINVAL,
+                                          "a command is needed to run to completion: image \"%s\" has no "
+                                          "Entrypoint or Cmd",
+                                          spec->image);
+        } else {
+                l->st.argv = copy_argv(spec->argv, spec->argc);
+                l->st.workdir = xstrdup(spec->workdir ? spec->workdir : NATIVE_WORKDIR);
+        }
         l->st.labels = xcalloc(spec->n_labels + 1, sizeof *l->st.labels);
         for (size_t i = 0; i < spec->n_labels; i++) {
                 l->st.labels[i].key = xstrdup(spec->labels[i].key);
@@ -271,7 +329,7 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
                 l->st.mounts[i] = (struct nmount){xstrdup(spec->mounts[i].source), xstrdup(spec->mounts[i].target),
                                                   spec->mounts[i].readonly};
         l->st.n_mounts = spec->n_mounts;
-        l->envp = make_env(spec, l->st.name);
+        l->envp = make_env(spec, l->st.name, l->img.cfg.env);
         l->st.env = native_env_merge(l->envp, NULL, 0);
 
         /* A run to completion (or a warm sandbox) leaves no record: its init
@@ -313,7 +371,8 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
 /* cgroups, the mount plan, fds. */
 static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_name, launch *l, cm_err *err) {
         bool wait = l->st.ephemeral;
-        bool copy = l->st.image[0] == '/' && (l->copy_image || !n->overlay);
+        bool stored = l->img.e.manifest != NULL;
+        bool copy = (l->st.image[0] == '/' || stored) && (l->copy_image || !n->overlay);
         cleanup_free char *copy_dir = NULL, *resolv = net_resolv_conf(spec->network);
         rootfs_opts ro;
 
@@ -331,7 +390,8 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
                 copy_dir = l->st.dir ? xasprintf("%s/rootfs", l->st.dir) : rootfs_scratch_path(n, l->st.id);
         ro = (rootfs_opts){l->st.image,          copy_dir,      n->stage_dir, n->etc_dir,
                            l->st.name,           resolv,        l->st.tmpfs_bytes,     spec->readonly_rootfs,
-                           true,                 n->rootless ? NULL : n,        spec->mounts,  spec->n_mounts};
+                           true,                 n->rootless ? NULL : n,        spec->mounts,  spec->n_mounts,
+                           stored ? l->img.lowers : NULL};
         if (mnt_plan_build(&ro, &l->plan, err) < 0)
                 return -1;
         l->copy_image = copy;
@@ -341,7 +401,8 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
                 if (!l->st.dir)
                         l->scratch = xstrdup(copy_dir);
                 /* after the plan: the image has passed its checks */
-                if (rootfs_copy(n, l->st.image, copy_dir, why, err) < 0)
+                if (stored ? native_image_copy(n, &l->img, copy_dir, err) < 0
+                           : rootfs_copy(n, l->st.image, copy_dir, why, err) < 0)
                         return -1;
         }
         if (mnt_plan_detach(&ro, &l->plan, err) < 0) {
@@ -424,6 +485,9 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
                 .ctl_fd = l->ctl_fd,
                 .ctl_conn = l->ctl_pair[1],
                 .net_sync = l->net_sync[1],
+                .set_ids = l->st.set_ids,
+                .run_uid = l->st.run_uid,
+                .run_gid = l->st.run_gid,
         };
         memcpy(c.cg_fds, l->cg_fds, sizeof c.cg_fds);
 
@@ -586,7 +650,7 @@ int native_warm_run(native *n, warm_box *w, const cm_run_spec *spec, const cm_ca
         cg_limits lim = {spec->memory_bytes, spec->cpus, spec->pids};
         int sync_p[2] = {-1, -1}, out_p[2] = {-1, -1}, err_p[2] = {-1, -1};
         cleanup_free char **argv = xcalloc(spec->argc + 1, sizeof *argv);
-        char **envp = make_env(spec, w->hostname);
+        char **envp = make_env(spec, w->hostname, NULL);
         int r = -1;
         int32_t code;
         ssize_t k;

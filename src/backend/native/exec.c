@@ -292,7 +292,10 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
                               read-write mount: the stricter filter */
                            &n->seccomp_rw,
                            n->cg.mode == CG_NONE ? s.limits.memory_bytes : 0,
-                           n->cg.mode == CG_NONE ? s.limits.pids : 0};
+                           n->cg.mode == CG_NONE ? s.limits.pids : 0,
+                           s.set_ids,
+                           s.run_uid,
+                           s.run_gid};
         if (start_waiter(&x, cg_dirfd, &run, err) < 0)
                 goto out;
         /* The child's ends. */

@@ -245,7 +245,10 @@ static pid_t spawn_exec(init_state *st, const init_spawn_req *h, const char *wor
                                             : c->memory_bytes,
                         !c->rlimit_fallback ? 0
                         : h->rlimit_pids    ? h->rlimit_pids
-                                            : c->pids};
+                                            : c->pids,
+                        c->set_ids,
+                        c->run_uid,
+                        c->run_gid};
         sb_err e = {0};
         pid_t pid = vfork();
 

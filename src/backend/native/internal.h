@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "backend/backend.h"
+#include "image/store.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -140,6 +141,8 @@ typedef struct rootfs_opts {
                              idmapped; NULL: the child binds */
         const cm_mount *mounts;
         size_t n_mounts;
+        char *const *layers; /* a stored image: its layer dirs, top first
+                                (image is then its name) */
 } rootfs_opts;
 
 /* parent: the whole file system of a sandbox, as a list of steps. */
@@ -303,6 +306,7 @@ typedef struct native {
         bool pool_tried; /* pool_start ran (under lock) */
         pthread_mutex_t zyg_lock;  /* the warm processes (zygote.c) */
         struct zygote *zygotes;
+        img_store *store; /* images.c: opened on first use, under lock */
 } native;
 
 /* ns_user.c: a namespace mapping host uid:gid to the sandbox's root (a
@@ -331,6 +335,30 @@ int rootfs_copy(const native *n, const char *image, const char *dst, const char 
 void rootfs_remove(const char *path);
 /* The scratch copies of dead servers. */
 void rootfs_reap(native *n);
+
+/* images.c: the image store (src/image/) and stored images in runs. */
+typedef struct native_image {
+        img_entry e;
+        img_config cfg;
+        char **lowers; /* the layers' dirs, top first, NULL-terminated */
+} native_image;
+
+/* Not "host" and not a directory: a name (or id) in the store. */
+bool native_image_is_stored(const char *image);
+img_owner native_image_owner(const native *n);
+int native_store(native *n, img_store **ret, cm_err *err);
+int native_image_resolve(native *n, const char *ref, native_image *ret, cm_err *err);
+void native_image_clear(native_image *im);
+/* The image config's User ("name", "uid", "uid:gid", "name:group") as ids,
+ * names looked up in the image's own /etc/passwd and /etc/group. */
+int native_image_user(const native_image *im, uid_t *ret_uid, gid_t *ret_gid, cm_err *err);
+/* The copy fallback: the layers applied into the new directory dst. */
+int native_image_copy(native *n, const native_image *im, const char *dst, cm_err *err);
+int native_image_list(cm_backend *b, cm_image_info **ret, size_t *ret_n, cm_err *err);
+int native_image_pull(cm_backend *b, const cm_pull_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
+                      cm_err *err);
+int native_image_remove(cm_backend *b, const char *ref, bool force, cm_err *err);
+int native_image_prune(cm_backend *b, bool all, cm_prune_result *ret, cm_err *err);
 
 /* hostetc.c: bring <state>/etc up to date with the host's; cheap when
  * nothing changed. */
@@ -378,6 +406,9 @@ typedef struct sb_config {
                          on this connected socket; -1: none */
         int net_sync; /* network: true: namespaces out, go back in
                          (#2, #3); -1: none */
+        bool set_ids; /* a stored image's User, for its processes */
+        uid_t run_uid;
+        gid_t run_gid;
 } sb_config;
 
 /* The init's control socket (SOCK_SEQPACKET at <dir>/ctl, in the state
@@ -449,6 +480,9 @@ typedef struct sb_proc {
         const struct sock_fprog *seccomp;
         int64_t rlimit_memory; /* without a cgroup: RLIMIT_AS, 0: none */
         int64_t rlimit_pids;   /* without a cgroup: RLIMIT_NPROC, 0: none */
+        bool set_ids;          /* a stored image's User: become uid:gid */
+        uid_t uid;
+        gid_t gid;
 } sb_proc;
 int sb_exec_proc(const sb_proc *p, sb_err *e);
 #define SB_MAX_FDS 96
@@ -563,6 +597,10 @@ typedef struct nstate {
         char *id;
         char *name;
         char *image;
+        char *image_id; /* a stored image's manifest digest; NULL: none */
+        bool set_ids;   /* its config's User, in the sandbox's ids */
+        uid_t run_uid;
+        gid_t run_gid;
         char *dir; /* <state>/containers/<id> */
         int64_t created_at;
         pid_t init_pid;

@@ -117,9 +117,10 @@ static int plan_host_image(const rootfs_opts *o, mnt_plan *p) {
  * changes go with the sandbox.  Without overlayfs (rootfs.c), a copy of the
  * image the parent makes in the container's own dir, bound in instead.
  * The host's /etc is not involved. */
+static int plan_image_etc(const rootfs_opts *o, mnt_plan *p);
+
 static int plan_dir_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
         cleanup_free char *opts = NULL;
-        char text[512];
         struct stat st, host_root;
 
         /* The policy (CONTAINER_MCP_IMAGE_DIRS) chose the path; this is the
@@ -166,9 +167,16 @@ static int plan_dir_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
                 p->ops[p->n - 1].dev = st.st_dev;
                 p->ops[p->n - 1].ino = st.st_ino;
         }
+        return plan_image_etc(o, p);
+}
+
+/* After an image's root is set up at .root: into it, and its own /etc
+ * with our names in it (in the upper layer). */
+static int plan_image_etc(const rootfs_opts *o, mnt_plan *p) {
+        char text[512];
+
         mnt_add(p, MNT_CHDIR, NULL, ".root", NULL, 0, 0);
         p->step = SB_STEP_ROOTFS;
-        /* its own /etc; our names in it (in the upper layer) */
         mnt_add(p, MNT_MKDIR, NULL, "etc", NULL, 0, 0755);
         (void)snprintf(text, sizeof text, "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
                        o->hostname);
@@ -180,6 +188,47 @@ static int plan_dir_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
         mnt_add(p, MNT_WRITE, NULL, "etc/resolv.conf", o->resolv, 0, 0644);
         p->ops[p->n - 1].optional = true;
         return 0;
+}
+
+/* A stored image (images.c): an overlay of its layers, each bound on
+ * .l<i> (a root server's binds made by the parent: the child cannot walk
+ * the state dir), the sandbox's changes in the scratch tmpfs above.  The
+ * layers' owners are already the sandbox's (unpacked shifted into its
+ * range, src/image/store.h), so no idmap is needed.  Without overlayfs, the
+ * copy the parent made of them, as for a directory image. */
+static int plan_store_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
+        size_t n = 0;
+        char *lower;
+        cleanup_free char *opts = NULL;
+
+        while (o->layers[n])
+                n++;
+        if (n == 0)
+                return cm_err_set(err, EINVAL, "image \"%s\" has no layers", o->image);
+        p->step = SB_STEP_OVERLAY;
+        if (o->copy) {
+                mnt_add(p, MNT_MKDIR, NULL, ".root", NULL, 0, 0755);
+                mnt_add(p, MNT_BIND, o->copy, ".root", NULL, 0, 0);
+                p->ops[p->n - 1].detach = o->n != NULL;
+                mnt_add(p, MNT_RDONLY, NULL, ".root", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
+                p->ops[p->n - 1].keep_rw = true;
+                return plan_image_etc(o, p);
+        }
+        lower = xstrdup("lowerdir=");
+        for (size_t i = 0; i < n; i++) {
+                cleanup_free char *name = xasprintf(".l%zu", i), *prev = lower;
+                mnt_add(p, MNT_MKDIR, NULL, name, NULL, 0, 0755);
+                mnt_add(p, MNT_BIND, o->layers[i], name, NULL, 0, 0);
+                p->ops[p->n - 1].detach = o->n != NULL;
+                lower = xasprintf("%s%s%s", prev, i ? ":" : "", name);
+        }
+        opts = xasprintf("%s,upperdir=.upper,workdir=.work%s", lower, o->userns ? ",userxattr" : "");
+        free(lower);
+        mnt_add(p, MNT_MKDIR, NULL, ".upper", NULL, 0, 0755);
+        mnt_add(p, MNT_MKDIR, NULL, ".work", NULL, 0, 0700);
+        mnt_add(p, MNT_MKDIR, NULL, ".root", NULL, 0, 0755);
+        mnt_add(p, MNT_OVERLAY, NULL, ".root", opts, MS_NOSUID | MS_NODEV, 0);
+        return plan_image_etc(o, p);
 }
 
 /* A policy mount may only land where the sandbox has its own directories,
@@ -427,7 +476,12 @@ int mnt_plan_build(const rootfs_opts *o, mnt_plan *ret, cm_err *err) {
         cleanup_free char *ws_opts = xasprintf("size=%lld,mode=0755", (long long)o->tmpfs_bytes);
 
         p.step = SB_STEP_ROOTFS;
-        if (strcmp(o->image, "host") == 0) {
+        if (o->layers) {
+                if (plan_store_image(o, &p, err) < 0) {
+                        mnt_plan_free(&p);
+                        return -1;
+                }
+        } else if (strcmp(o->image, "host") == 0) {
                 (void)plan_host_image(o, &p);
         } else if (o->image[0] == '/') {
                 if (plan_dir_image(o, &p, err) < 0) {

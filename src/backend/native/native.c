@@ -386,6 +386,7 @@ static void native_free(cm_backend *b) {
                         (void)rmdir(dir);
                         (void)rmdir(n->cg.base[c]);
                 }
+        img_store_free(n->store);
         free(n->srv_tag);
         free(n->net_path);
         free(n->etc_dir);
@@ -419,6 +420,10 @@ static const cm_backend_ops native_ops = {
         .file_list = native_file_list,
         .file_delete = native_file_delete,
         .file_move = native_file_move,
+        .image_list = native_image_list,
+        .image_pull = native_image_pull,
+        .image_remove = native_image_remove,
+        .image_prune = native_image_prune,
         .free = native_free,
 };
 

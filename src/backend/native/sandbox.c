@@ -181,6 +181,14 @@ int sb_exec_proc(const sb_proc *p, sb_err *e) {
         r = caps_drop(p->caps_keep, p->last_cap);
         if (r < 0)
                 return sb_fail(e, SB_STEP_CAPS, -r, "drop to the default set");
+        /* The image's user: leaving uid 0 clears what capabilities are left,
+         * as for Docker's non-root users.  Raw syscalls: libc's would try
+         * to reach the parent's other threads (child). */
+        if (p->set_ids && (syscall(SYS_setgroups, 0, NULL) < 0 ||
+                           syscall(SYS_setresgid, p->gid, p->gid, p->gid) < 0 ||
+                           syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0))
+                return sb_fail(e, SB_STEP_CAPS, errno, "become the image's user %u:%u", (unsigned)p->uid,
+                               (unsigned)p->gid);
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return sb_fail(e, SB_STEP_NO_NEW_PRIVS, errno, "prctl");
         /* The last thing before execve: from here on the filter applies. */
@@ -229,7 +237,10 @@ static pid_t spawn_main(const sb_config *c, int log_w, sb_err *e) {
                         c->last_cap,
                         NULL,
                         c->rlimit_fallback ? c->memory_bytes : 0,
-                        c->rlimit_fallback ? c->pids : 0};
+                        c->rlimit_fallback ? c->pids : 0,
+                        c->set_ids,
+                        c->run_uid,
+                        c->run_gid};
         pid_t pid = vfork();
 
         if (pid < 0)

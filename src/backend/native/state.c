@@ -184,6 +184,11 @@ static json_t *record_json(const nstate *s) {
                          "ports", ports_json(&s->net));
         if (j)
                 (void)json_object_set_new(j, "mounts", mounts_json(s));
+        if (j && s->image_id)
+                (void)json_object_set_new(j, "image_id", json_string(s->image_id));
+        if (j && s->set_ids)
+                (void)json_object_set_new(j, "user", json_pack("{s:I, s:I}", "uid", (json_int_t)s->run_uid, "gid",
+                                                               (json_int_t)s->run_gid));
         return j;
 }
 
@@ -197,6 +202,12 @@ static int record_parse(const json_t *j, nstate *s) {
         s->id = xstrdup(cm_json_str(j, "id"));
         s->name = xstrdup(cm_json_str(j, "name"));
         s->image = xstrdup(cm_json_str(j, "image"));
+        s->image_id = cm_json_str(j, "image_id") ? xstrdup(cm_json_str(j, "image_id")) : NULL;
+        if (json_is_object(json_object_get(j, "user"))) {
+                s->set_ids = true;
+                s->run_uid = (uid_t)json_integer_value(json_object_get(json_object_get(j, "user"), "uid"));
+                s->run_gid = (gid_t)json_integer_value(json_object_get(json_object_get(j, "user"), "gid"));
+        }
         s->workdir = xstrdup(cm_json_str(j, "workdir") ? cm_json_str(j, "workdir") : NATIVE_WORKDIR);
         s->created_at = json_integer_value(json_object_get(j, "created_at"));
         s->server_pid = (pid_t)json_integer_value(json_object_get(json_object_get(j, "server"), "pid"));
@@ -233,6 +244,7 @@ void state_free(nstate *s) {
         free(s->id);
         free(s->name);
         free(s->image);
+        free(s->image_id);
         free(s->dir);
         free(s->workdir);
         cg_paths_free(&s->cg);
