@@ -17,6 +17,7 @@ int cmd_exec(int argc, char **argv);
 int cmd_patch(int argc, char **argv);
 int cmd_fetch_image(int argc, char **argv);
 int cmd_image(int argc, char **argv);
+int cmd_pull(int argc, char **argv); /* image pull */
 
 /* Shared by subcommands: report a usage error the way every one does. */
 int cmd_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

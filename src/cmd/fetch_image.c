@@ -2,29 +2,15 @@
  * image from a registry into an OCI image layout (what `pull_image` does
  * before the store imports it), progress on stderr, the manifest digest on
  * stdout.  SIGINT or SIGTERM cancels: nothing half-written gets a name. */
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cmd/cmd.h"
 #include "image/registry.h"
 #include "policy/config.h"
+#include "transport/transport.h"
 #include "util/cleanup.h"
-
-static int cancel_pipe[2] = {-1, -1};
-
-static void on_signal(int sig) {
-        int saved = errno;
-        (void)sig;
-        if (write(cancel_pipe[1], "x", 1) < 0) {
-                /* the pipe is full: already cancelled */
-        }
-        errno = saved;
-}
 
 static void on_progress(void *arg, const char *what, uint64_t done, uint64_t total) {
         (void)arg;
@@ -92,14 +78,8 @@ int cmd_fetch_image(int argc, char **argv) {
                 fprintf(stderr, "container-mcp fetch-image: %s\n", err.msg);
                 return 2;
         }
-        if (pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-                perror("container-mcp fetch-image: pipe");
-                return 1;
-        }
-        cancel.fd = cancel_pipe[0];
-        (void)signal(SIGINT, on_signal);
-        (void)signal(SIGTERM, on_signal);
-        (void)signal(SIGPIPE, SIG_IGN);
+        cancel.fd = cm_stop_fd();
+        cmd_install_stop_signals();
         r = cm_registry_fetch(&ref, &o, pos[1], &progress, &cancel, &digest, &err);
         cm_image_ref_free(&ref);
         if (r < 0) {

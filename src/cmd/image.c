@@ -1,5 +1,5 @@
-/* `container-mcp image import|list|rm|prune`: the native image store from
- * the command line, through the native backend's own image operations
+/* `container-mcp image pull|import|list|rm|prune` (and `container-mcp pull`):
+ * the native image store from the command line, through the native backend's own image operations
  * (so "in use" and the owners of unpacked files are the server's). */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,12 +11,17 @@
 #include "backend/native/native.h"
 #include "cmd/cmd.h"
 #include "policy/config.h"
+#include "transport/transport.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
 static void usage(FILE *f) {
         fprintf(f, "Usage: container-mcp image COMMAND\n\n"
                    "The native runtime's image store (under the state dir: CONTAINER_MCP_STATE_DIR).\n\n"
+                   "  pull REF [--platform OS/ARCH[/VARIANT]]\n"
+                   "                          pull REF (alpine, host:5000/repo:tag, name@sha256:...) from its\n"
+                   "                          registry for this machine's platform or --platform; a pull\n"
+                   "                          that stops (Ctrl-C, a lost connection) resumes when run again\n"
                    "  import FILE|DIR [NAME]  import an OCI image layout (directory or tar), a docker/podman\n"
                    "                          save archive, or a root file system tarball (.tar, .tar.gz,\n"
                    "                          .tar.zst), under NAME (e.g. busybox, myimage:1.0)\n"
@@ -25,7 +30,8 @@ static void usage(FILE *f) {
                    "                          unless --force: then it goes when the container does)\n"
                    "  prune [--all]           remove unnamed unused images (--all: every unused one)\n"
                    "                          and every layer no image needs; prints the bytes reclaimed\n\n"
-                   "CONTAINER_MCP_IMAGE_MAX_SIZE caps one image's unpacked size (default 8g).\n");
+                   "CONTAINER_MCP_IMAGE_MAX_SIZE caps one image's size (default 8g). Registry credentials:\n"
+                   "CONTAINER_MCP_REGISTRY_AUTH or ~/.docker/config.json (see the README's Registries part).\n");
 }
 
 static void human(uint64_t bytes, char ret[32]) {
@@ -45,6 +51,40 @@ static void progress(void *arg, const char *what, uint64_t done, uint64_t total)
                 fprintf(stderr, "%s (%" PRIu64 "/%" PRIu64 ")\n", what, done, total);
 }
 
+static void print_image(const char *what, const cm_image_info *info) {
+        char size[32];
+        human(info->size, size);
+        printf("%s %s (%s, id %.19s)\n", what, info->n_names ? info->names[0] : "(no name)", size, info->id);
+        for (size_t i = 1; i < info->n_names; i++)
+                printf("  also named %s\n", info->names[i]);
+}
+
+static int do_pull(cm_backend *b, int argc, char **argv, cm_err *err) {
+        cm_image_progress prog = {progress, NULL};
+        cm_cancel cancel = {cm_stop_fd()};
+        cm_image_info info = {0};
+        const char *ref = NULL, *platform = NULL;
+
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--platform") == 0 && i + 1 < argc)
+                        platform = argv[++i];
+                else if (!ref && argv[i][0] != '-')
+                        ref = argv[i];
+                else
+                        return cmd_usage_error("image", "pull takes REF and an optional --platform OS/ARCH");
+        }
+        if (!ref)
+                return cmd_usage_error("image", "pull needs an image reference, like busybox or host:5000/repo:tag");
+        /* Ctrl-C stops the pull; the next one resumes it */
+        cmd_install_stop_signals();
+        cm_pull_spec spec = {.ref = ref, .platform = platform, .progress = &prog};
+        if (b->ops->image_pull(b, &spec, &cancel, &info, err) < 0)
+                return -1;
+        print_image("pulled", &info);
+        cm_image_info_clear(&info);
+        return 0;
+}
+
 static int do_import(cm_backend *b, int argc, char **argv, cm_err *err) {
         cleanup_free char *real = NULL, *root = NULL;
         const char *rel;
@@ -53,7 +93,6 @@ static int do_import(cm_backend *b, int argc, char **argv, cm_err *err) {
         cm_host_path hp;
         cm_pull_spec spec = {0};
         cm_image_info info = {0};
-        char size[32];
 
         if (argc < 2 || argc > 3)
                 return cmd_usage_error("image", "import takes FILE|DIR and an optional NAME");
@@ -67,10 +106,7 @@ static int do_import(cm_backend *b, int argc, char **argv, cm_err *err) {
         spec = (cm_pull_spec){.ref = argc == 3 ? argv[2] : NULL, .import = &hp, .progress = &prog};
         if (b->ops->image_pull(b, &spec, NULL, &info, err) < 0)
                 return -1;
-        human(info.size, size);
-        printf("imported %s (%s, id %.19s)\n", info.n_names ? info.names[0] : "(no name)", size, info.id);
-        for (size_t i = 1; i < info.n_names; i++)
-                printf("  also named %s\n", info.names[i]);
+        print_image("imported", &info);
         cm_image_info_clear(&info);
         return 0;
 }
@@ -140,8 +176,8 @@ int cmd_image(int argc, char **argv) {
                 usage(sub ? stdout : stderr);
                 return sub ? 0 : 2;
         }
-        if (strcmp(sub, "import") && strcmp(sub, "list") && strcmp(sub, "ls") && strcmp(sub, "rm") &&
-            strcmp(sub, "prune"))
+        if (strcmp(sub, "pull") && strcmp(sub, "import") && strcmp(sub, "list") && strcmp(sub, "ls") &&
+            strcmp(sub, "rm") && strcmp(sub, "prune"))
                 return cmd_usage_error("image", "unknown command \"%s\"", sub);
         /* the settings are checked as the server checks them */
         if (cm_config_load(&cfg, NULL, &err) < 0) {
@@ -150,7 +186,9 @@ int cmd_image(int argc, char **argv) {
         }
         cm_config_free(&cfg);
         b = cm_native_open();
-        if (strcmp(sub, "import") == 0)
+        if (strcmp(sub, "pull") == 0)
+                r = do_pull(b, argc - 1, argv + 1, &err);
+        else if (strcmp(sub, "import") == 0)
                 r = do_import(b, argc - 1, argv + 1, &err);
         else if (strcmp(sub, "list") == 0 || strcmp(sub, "ls") == 0)
                 r = argc == 2 ? do_list(b, &err) : cmd_usage_error("image", "list takes no arguments");
@@ -166,4 +204,18 @@ int cmd_image(int argc, char **argv) {
                 return 1;
         }
         return 0;
+}
+
+/* `container-mcp pull REF` is `container-mcp image pull REF`. */
+int cmd_pull(int argc, char **argv) {
+        cleanup_free char **v = xcalloc((size_t)argc + 2, sizeof *v);
+        v[0] = (char *)"image";
+        v[1] = (char *)"pull";
+        for (int i = 1; i < argc; i++)
+                v[i + 1] = argv[i];
+        if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+                usage(stdout);
+                return 0;
+        }
+        return cmd_image(argc + 1, v);
 }

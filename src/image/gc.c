@@ -167,7 +167,7 @@ int img_prune(img_store *s, bool all, img_in_use_fn in_use, void *arg, uint64_t 
         n = k;
         r = removed ? img_index_write(s, v, n, err) : 0;
         if (r == 0) {
-                *ret_bytes = collect(s, v, n);
+                *ret_bytes = collect(s, v, n) + img_pulls_sweep(s);
                 *ret_images = removed;
                 img_clear_tmp(s);
         }

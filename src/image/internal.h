@@ -49,5 +49,7 @@ ssize_t img_index_find(const img_entry *v, size_t n, const char *ref, char **ret
 void img_strv_remove(char **v, size_t *n, const char *s);
 /* gc.c: everything in tmp/ (only while no import holds gc.lock). */
 void img_clear_tmp(img_store *s);
+/* pull.c: the layouts of stopped pulls that no pull holds; their bytes. */
+uint64_t img_pulls_sweep(img_store *s);
 
 #endif

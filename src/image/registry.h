@@ -27,6 +27,8 @@ typedef struct cm_registry_opts {
         unsigned connect_timeout_s; /* 0: 15 */
         unsigned stall_timeout_s;   /* a transfer with no byte for this long fails; 0: 30 */
         unsigned parallel;          /* downloads at once; 0: 3 */
+        const char *reuse_dir;      /* blobs by hex digest (the image store's) to link in instead of
+                                     * fetching, each verified like the layout's own; NULL: none */
 } cm_registry_opts;
 
 /* Fetch `ref` into `layout_dir` (created when missing).  On success

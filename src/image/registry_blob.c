@@ -279,6 +279,13 @@ int rg_fetch_blobs(rg_conn *c, int blobs_fd, const rg_desc *const *descs, size_t
         for (size_t i = 0; i < n; i++) {
                 v[i] = (blob){.d = descs[i], .c = c, .fd = -1};
                 (void)snprintf(v[i].what, sizeof v[i].what, "%.19s %zu/%zu", descs[i]->digest, i + 1, n);
+                /* a blob the caller already has (the image store's) is
+                 * linked in and checked like one of the layout's own */
+                if (c->o && c->o->reuse_dir &&
+                    faccessat(blobs_fd, descs[i]->digest + 7, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+                        cleanup_free char *have = xasprintf("%s/%s", c->o->reuse_dir, descs[i]->digest + 7);
+                        (void)linkat(AT_FDCWD, have, blobs_fd, descs[i]->digest + 7, 0);
+                }
                 if (rg_blob_verified(blobs_fd, descs[i])) {
                         v[i].done = true;
                         v[i].got = descs[i]->size;

@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include "backend/backend.h"
+#include "image/registry.h"
 #include "util/err.h"
 
 /* Owners of unpacked files: a root server shifts the archive's ids into
@@ -71,7 +72,7 @@ uint64_t img_store_max_size(const img_store *s);
 
 /* A user's name for an image as the full reference the index holds
  * ("busybox" -> "docker.io/library/busybox:latest"); NULL when it is not a
- * valid reference.  (The registry client's parser replaces this.) */
+ * valid reference (src/image/ref.h parses it as Docker does). */
 char *img_name_normalize(const char *name);
 
 /* Find an image by name (normalised), "sha256:<hex>" of its manifest or
@@ -97,6 +98,11 @@ int img_prune(img_store *s, bool all, img_in_use_fn in_use, void *arg, uint64_t 
  * The lead's registry pull fetches into such a directory and calls this. */
 int img_import_layout(img_store *s, const char *dir, const char *name, const cm_image_progress *progress,
                       const cm_cancel *cancel, img_entry *ret, cm_err *err);
+/* Pull `ref` from its registry (pull.c): fetched into a layout under
+ * pulls/ (kept when the pull stops, resumed by the next) and imported
+ * under the reference's full name.  o->max_size 0: the store's cap. */
+int img_pull(img_store *s, const cm_image_ref *ref, const cm_registry_opts *o, const cm_image_progress *prog,
+             const cm_cancel *cancel, img_entry *ret, cm_err *err);
 /* Any importable thing at path `rel` beneath the directory fd `root`
  * (opened by the caller, symlinks never followed): an OCI layout (dir or
  * tar), a `docker save` archive (dir or tar), a root file system tarball. */

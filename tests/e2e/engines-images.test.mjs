@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 
 import Ajv2020 from 'ajv/dist/2020.js';
 
-import { stdioClient, tmpDir } from './lib.mjs';
+import { readEnvFile, stdioClient, tmpDir } from './lib.mjs';
 import { call as rawCall, ok, refused } from './tools.mjs';
 
 const T = { timeout: 300000 };
@@ -22,21 +22,9 @@ const ENGINES_DIR = process.env.CM_ENGINES_DIR || '/tmp/cm-engines';
 const REGISTRY_DIR = process.env.CM_REGISTRY_DIR || '/tmp/cm-registry';
 
 // KEY=value lines as the start scripts write them; `missing` when there is no file.
-function readEnv(dir, missing) {
-  const env = {};
-  try {
-    for (const line of fs.readFileSync(path.join(dir, 'env'), 'utf8').split('\n')) {
-      const m = /^([A-Z_]+)=(.*)$/.exec(line);
-      if (m) env[m[1]] = m[2].replace(/^'(.*)'$/, '$1');
-    }
-  } catch {
-    env.MISSING = missing;
-  }
-  return env;
-}
-const ENGINES = readEnv(ENGINES_DIR,
+const ENGINES = readEnvFile(ENGINES_DIR,
   `tests/engines/start.sh has not run (no ${ENGINES_DIR}/env); run it as root to test the docker backend`);
-const REG = readEnv(REGISTRY_DIR,
+const REG = readEnvFile(REGISTRY_DIR,
   `tests/registry/start.sh has not run (no ${REGISTRY_DIR}/env): no registry to pull from`);
 const registrySkip = REG.REGISTRY ? false : REG.MISSING || `${REGISTRY_DIR}/env names no REGISTRY`;
 

@@ -269,6 +269,21 @@ export function heldConnections(pid, port) {
   return n;
 }
 
+// The KEY=VALUE lines of DIR/env that tests/engines/start.sh and
+// tests/registry/start.sh write; { MISSING: missing } when there is none.
+export function readEnvFile(dir, missing) {
+  const env = {};
+  try {
+    for (const line of fs.readFileSync(path.join(dir, 'env'), 'utf8').split('\n')) {
+      const m = /^([A-Z_]+)=(.*)$/.exec(line);
+      if (m) env[m[1]] = m[2].replace(/^'(.*)'$/, '$1');
+    }
+  } catch {
+    env.MISSING = missing;
+  }
+  return env;
+}
+
 export function tmpDir(prefix = 'cmcp-e2e-') {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }

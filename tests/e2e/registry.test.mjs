@@ -12,22 +12,14 @@ import http from 'node:http';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import os from 'node:os';
-import { BIN, envWith, eventually, runCli, tmpDir } from './lib.mjs';
+import { BIN, envWith, eventually, readEnvFile, runCli, tmpDir } from './lib.mjs';
 
 const T = { timeout: 180000 };
 const DIR = process.env.CM_REGISTRY_DIR || '/tmp/cm-registry';
 
 function registryEnv() {
-  const env = {};
-  try {
-    for (const line of fs.readFileSync(path.join(DIR, 'env'), 'utf8').split('\n')) {
-      const m = /^([A-Z_]+)=(.*)$/.exec(line);
-      if (m) env[m[1]] = m[2];
-    }
-  } catch {
-    env.REGISTRY_SKIP = `tests/registry/start.sh has not run (no ${DIR}/env); run tests/registry/start.sh ${DIR} as root`;
-  }
-  if (!env.REGISTRY && !env.REGISTRY_SKIP) env.REGISTRY_SKIP = `${DIR}/env names no registry`;
+  const env = readEnvFile(DIR, `tests/registry/start.sh has not run (no ${DIR}/env); run tests/registry/start.sh ${DIR} as root`);
+  env.REGISTRY_SKIP = env.MISSING || (env.REGISTRY ? undefined : `${DIR}/env names no registry`);
   return env;
 }
 const REG = registryEnv();

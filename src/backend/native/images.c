@@ -102,6 +102,25 @@ int native_image_list(cm_backend *b, cm_image_info **ret, size_t *ret_n, cm_err 
         return 0;
 }
 
+/* From a registry (src/image/pull.c): fetch, then import. */
+static int pull(native *n, img_store *s, const cm_pull_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
+                cm_err *err) {
+        cm_registry_opts o = {.platform = spec->platform};
+        cm_image_ref ref;
+        img_entry e = {0};
+        int r;
+
+        (void)n;
+        if (cm_image_ref_parse(spec->ref, &ref, err) < 0)
+                return -1;
+        r = img_pull(s, &ref, &o, spec->progress, cancel, &e, err);
+        cm_image_ref_free(&ref);
+        if (r == 0 && ret)
+                info_from(&e, false, ret);
+        img_entry_clear(&e);
+        return r;
+}
+
 int native_image_pull(cm_backend *b, const cm_pull_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
                       cm_err *err) {
         native *n = (native *)b;
@@ -110,12 +129,10 @@ int native_image_pull(cm_backend *b, const cm_pull_spec *spec, const cm_cancel *
         cleanup_close int root = -1;
         int r;
 
-        if (!spec->import)
-                return cm_err_set(err, ENOTSUP,
-                                  "registry pulls: not wired yet in the native runtime; import an image instead "
-                                  "(pull_image with `import`, or container-mcp image import FILE NAME)");
         if (native_store(n, &s, err) < 0)
                 return -1;
+        if (!spec->import)
+                return pull(n, s, spec, cancel, ret, err);
         /* the allowed root as policy canonicalised it, no symlink on the way;
          * everything below it is opened beneath it (import.c) */
         root = sys_openat2(AT_FDCWD, spec->import->root,

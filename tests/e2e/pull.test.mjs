@@ -1,0 +1,263 @@
+// Registry pulls on the native runtime (issue 13): pull_image and
+// `container-mcp pull` fetch from real registries (tests/registry/start.sh:
+// Debian's docker-registry, anonymous and token auth, images made from local
+// files) into the image store, and run_container runs what was pulled: python3
+// computes 499500, the image config's Env, WorkingDir, User and Entrypoint
+// take effect.  A proxy in front of the registry holds a layer mid-way so a
+// kill -9 lands mid-pull for certain; the next pull resumes.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { BIN, envWith, eventually, readEnvFile, runCli, stdioClient, tmpDir } from './lib.mjs';
+import { call, nativeBackend, ok, refused } from './tools.mjs';
+
+const T = { timeout: 240000 };
+const DIR = process.env.CM_REGISTRY_DIR || '/tmp/cm-registry';
+const REG = readEnvFile(DIR, `tests/registry/start.sh has not run (no ${DIR}/env); run tests/registry/start.sh ${DIR} as root`);
+const R = REG.REGISTRY;
+const state = tmpDir('cmcp-pull-state-');
+const dockerConfig = tmpDir('cmcp-pull-docker-'); // no credentials but those a test gives
+const ENV = { CONTAINER_MCP_STATE_DIR: state, DOCKER_CONFIG: dockerConfig, CONTAINER_MCP_REGISTRY_AUTH: undefined };
+const isRoot = process.getuid() === 0;
+after(() => {
+  for (const d of [state, dockerConfig]) fs.rmSync(d, { recursive: true, force: true });
+});
+
+const open = (env = {}) => stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
+const cli = (args, env = {}) => runCli(args, { env: { ...ENV, ...env }, timeout: 180000 });
+const pulls = () => {
+  try {
+    return fs.readdirSync(path.join(state, 'images', 'pulls')).filter((f) => !f.endsWith('.lock'));
+  } catch {
+    return [];
+  }
+};
+
+let skipReason = R ? null : (REG.MISSING || `${DIR}/env names no REGISTRY`);
+const required = process.env.CM_REGISTRY_REQUIRED === '1';
+before(async () => {
+  if (!skipReason) skipReason = (await nativeBackend(open)).reason;
+});
+const skipped = (t) => {
+  if (!skipReason) return false;
+  if (required && !skipReason.startsWith('native')) assert.fail(skipReason);
+  t.skip(skipReason);
+  return true;
+};
+
+// A proxy to the registry that holds the blobs in `held` after their first
+// 64 KiB (headers and part of the body sent, then nothing) and counts the
+// blob requests; everything else passes through.
+async function holdingProxy(target) {
+  const held = new Set();
+  const hits = new Map();
+  const sockets = new Set();
+  const server = http.createServer((req, res) => {
+    const m = /\/blobs\/(sha256:[0-9a-f]{64})$/.exec(req.url);
+    if (m) hits.set(m[1], (hits.get(m[1]) || 0) + 1);
+    const up = http.request({ host: target.split(':')[0], port: target.split(':')[1], path: req.url, method: req.method,
+      headers: { ...req.headers, host: target } }, (ur) => {
+      res.writeHead(ur.statusCode, ur.headers);
+      if (!m || !held.has(m[1])) return ur.pipe(res);
+      let sent = 0;
+      ur.on('data', (b) => {
+        if (sent >= 65536) return;
+        res.write(b.subarray(0, 65536 - sent));
+        sent += Math.min(b.length, 65536 - sent);
+      });
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    host: `127.0.0.1:${server.address().port}`,
+    held,
+    hits,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise((r) => server.close(r));
+    },
+  };
+}
+
+// The layer digests of a test image, biggest last, from the registry's
+// own manifest.
+async function layersOf(repo) {
+  const res = await fetch(`http://${R}/v2/${repo}/manifests/latest`, {
+    headers: { Accept: 'application/vnd.oci.image.manifest.v1+json' },
+  });
+  assert.equal(res.status, 200);
+  return (await res.json()).layers.sort((a, b) => a.size - b.size).map((l) => l.digest);
+}
+
+describe('pull on the native runtime', T, () => {
+  test('pull_image then run_container: python3 in the pulled image computes 499500', T, async (t) => {
+    if (skipped(t)) return;
+    const s = await open();
+    try {
+      const seen = [];
+      const img = ok(await call(s, 'pull_image', { image: `${R}/python` }, { onprogress: (p) => seen.push(p), timeout: 180000 }));
+      assert.deepEqual(img.names, [`${R}/python:latest`]);
+      assert.match(img.id, /^sha256:[0-9a-f]{64}$/);
+      assert.ok(img.size > 1e6, `unpacked size ${img.size}`);
+      assert.ok(seen.length >= 2, `progress notifications: ${JSON.stringify(seen)}`);
+      for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, JSON.stringify(seen));
+
+      const listed = ok(await call(s, 'list_images', {})).images.find((i) => i.names.includes(`${R}/python:latest`));
+      assert.ok(listed, 'list_images shows the pulled image');
+      assert.equal(listed.id, img.id);
+      assert.deepEqual(pulls(), [], 'the pull left no layout behind');
+
+      const out = ok(await call(s, 'run_container', {
+        image: `${R}/python`, command: ['python3', '-c', 'print(sum(range(1000)))'], wait: true }));
+      assert.equal(out.stdout, '499500\n', out.stderr);
+      assert.equal(out.exitCode, 0);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("the config image: its Env, WorkingDir, User and Entrypoint take effect; the run's own override", T, async (t) => {
+    if (skipped(t)) return;
+    const r = await cli(['pull', `${R}/config`]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`pulled ${R.replace(/[.]/g, '\\.')}/config:latest`));
+    const s = await open();
+    try {
+      // no command: Entrypoint (sh -c) with Cmd ("echo $GREETING; id -un; pwd")
+      let out = ok(await call(s, 'run_container', { image: `${R}/config`, wait: true }));
+      assert.equal(out.exitCode, 0, out.stderr);
+      // a rootless sandbox maps one id and runs as its root
+      assert.equal(out.stdout, `hello from config\n${isRoot ? 'app' : 'root'}\n/home/app\n`);
+      // a command replaces Cmd, the Entrypoint stays; env and workdir: the run's win
+      out = ok(await call(s, 'run_container', { image: `${R}/config`, wait: true, command: ['echo $GREETING; pwd; cat hello.txt'],
+        env: { GREETING: 'from the run' } }));
+      assert.equal(out.stdout, 'from the run\n/home/app\nhello from the image\n', out.stderr);
+      out = ok(await call(s, 'run_container', { image: `${R}/config`, wait: true, command: ['pwd'], workdir: '/tmp' }));
+      assert.equal(out.stdout, '/tmp\n', out.stderr);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('a zstd image and a multi-platform index pull and run; a platform the index lacks is refused', T, async (t) => {
+    if (skipped(t)) return;
+    const s = await open();
+    try {
+      for (const repo of ['zstd', 'multi']) {
+        ok(await call(s, 'pull_image', { image: `${R}/${repo}` }, { timeout: 180000 }));
+        const out = ok(await call(s, 'run_container', { image: `${R}/${repo}`, wait: true, command: ['/bin/busybox', 'echo', repo] }));
+        assert.equal(out.stdout, `${repo}\n`, out.stderr);
+      }
+      refused(await call(s, 'pull_image', { image: `${R}/multi`, platform: 'linux/s390x' }), /no linux\/s390x variant/);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('token auth: the right credentials pull, wrong ones are refused saying so', T, async (t) => {
+    if (skipped(t)) return;
+    if (!REG.REGISTRY_TOKEN) return t.skip(`${DIR}/env names no token registry`);
+    let r = await cli(['pull', `${REG.REGISTRY_TOKEN}/busybox`],
+      { CONTAINER_MCP_REGISTRY_AUTH: `${REG.REGISTRY_TOKEN}=${REG.REGISTRY_USER}:wrong` });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /credential|password|denied|unauthori/i);
+    r = await cli(['image', 'list']);
+    assert.doesNotMatch(r.stdout, new RegExp(REG.REGISTRY_TOKEN.replace(/[.]/g, '\\.')));
+    r = await cli(['pull', `${REG.REGISTRY_TOKEN}/busybox`],
+      { CONTAINER_MCP_REGISTRY_AUTH: `${REG.REGISTRY_TOKEN}=${REG.REGISTRY_USER}:${REG.REGISTRY_PASSWORD}` });
+    assert.equal(r.code, 0, r.stderr);
+    r = await cli(['image', 'list']);
+    assert.match(r.stdout, new RegExp(`${REG.REGISTRY_TOKEN.replace(/[.]/g, '\\.')}/busybox:latest`));
+  });
+
+  test('kill -9 mid-pull lists nothing; prune clears a stopped pull; the next pull resumes, and a layer the store has is never fetched again', T, async (t) => {
+    if (skipped(t)) return;
+    // a store of its own: the other tests' layers would be reused
+    const own = tmpDir('cmcp-pull-own-');
+    const env = { ...ENV, CONTAINER_MCP_STATE_DIR: own };
+    const layouts = () => {
+      try {
+        return fs.readdirSync(path.join(own, 'images', 'pulls')).filter((f) => !f.endsWith('.lock'));
+      } catch {
+        return [];
+      }
+    };
+    const proxy = await holdingProxy(R);
+    try {
+      const layers = await layersOf('python');
+      const big = layers[layers.length - 1];
+      const small = layers.slice(0, -1);
+      const ref = `${proxy.host}/python`;
+      // every small layer whole in the pull's layout, the big one held mid-way
+      const killMidway = async () => {
+        const before = proxy.hits.get(big) || 0;
+        const proc = spawn(BIN, ['pull', ref], { env: envWith(env), stdio: 'ignore' });
+        const exited = new Promise((r) => proc.once('exit', r));
+        await eventually(() => {
+          const l = layouts();
+          if (l.length !== 1 || proxy.hits.get(big) !== before + 1) return false;
+          const blobs = path.join(own, 'images', 'pulls', l[0], 'blobs', 'sha256');
+          return small.every((d) => fs.existsSync(path.join(blobs, d.slice(7))));
+        }, 60000, 'the small layers fetched, the big one under way');
+        proc.kill('SIGKILL');
+        await exited;
+      };
+      proxy.held.add(big);
+      await killMidway();
+      let r = await cli(['image', 'list'], env);
+      assert.equal(r.code, 0, r.stderr);
+      assert.doesNotMatch(r.stdout, /python/, 'a half-pulled image is not listed');
+      r = await cli(['image', 'prune'], env);
+      assert.equal(r.code, 0, r.stderr);
+      assert.ok(Number(/\((\d+) bytes\)/.exec(r.stdout)[1]) > 1e6, r.stdout);
+      assert.deepEqual(layouts(), [], 'prune removed the stopped pull');
+
+      await killMidway();
+      proxy.held.clear();
+      r = await cli(['pull', ref], env);
+      assert.equal(r.code, 0, r.stderr);
+      for (const d of small) assert.equal(proxy.hits.get(d), 2, `layer ${d}: fetched once per pull that was not resumed`);
+      assert.equal(proxy.hits.get(big), 3);
+      assert.deepEqual(layouts(), [], 'a finished pull leaves no layout');
+      const s = await open(env);
+      try {
+        const out = ok(await call(s, 'run_container', { image: ref, command: ['python3', '-c', 'print(sum(range(1000)))'], wait: true }));
+        assert.equal(out.stdout, '499500\n', out.stderr);
+      } finally {
+        await s.close();
+      }
+
+      // pulled again: every layer comes from the store
+      const counts = new Map(proxy.hits);
+      r = await cli(['pull', `${ref}:latest`], env);
+      assert.equal(r.code, 0, r.stderr);
+      for (const d of layers) assert.equal(proxy.hits.get(d), counts.get(d), `layer ${d} was fetched again`);
+    } finally {
+      await proxy.close();
+      fs.rmSync(own, { recursive: true, force: true });
+    }
+  });
+
+  test('a bad reference is refused before any request; an unknown image says so', T, async (t) => {
+    if (skipped(t)) return;
+    const s = await open();
+    try {
+      refused(await call(s, 'pull_image', { image: '--all' }), /reference|image/i);
+      refused(await call(s, 'pull_image', { image: `${R}/Upper` }), /reference|lower/i);
+      refused(await call(s, 'pull_image', { image: `${R}/nothere:1` }), /nothere|not found|unknown/i);
+      assert.deepEqual(pulls().length, 0);
+    } finally {
+      await s.close();
+    }
+  });
+});
