@@ -182,6 +182,7 @@ int cmd_image(int argc, char **argv) {
         /* the settings are checked as the server checks them */
         if (cm_config_load(&cfg, NULL, &err) < 0) {
                 log_error("%s", err.msg);
+                cm_config_free(&cfg);
                 return 1;
         }
         cm_config_free(&cfg);

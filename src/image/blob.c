@@ -31,11 +31,26 @@ int img_blob_open(img_store *s, const char *digest, cm_err *err) {
         return fd;
 }
 
+int img_read_exact(int fd, size_t size, char **ret) {
+        cleanup_free char *buf = xmalloc(size + 1);
+        size_t got = 0;
+        while (got < size) {
+                ssize_t n = read(fd, buf + got, size - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return n < 0 ? -errno : -EIO;
+                got += (size_t)n;
+        }
+        buf[got] = 0;
+        *ret = steal_pointer(&buf);
+        return 0;
+}
+
 int img_blob_read(img_store *s, const char *digest, size_t max, char **ret, size_t *ret_len, cm_err *err) {
         cleanup_close int fd = img_blob_open(s, digest, err);
         struct stat st;
-        cleanup_free char *buf = NULL;
-        size_t got = 0;
+        int r;
 
         if (fd < 0)
                 return -1;
@@ -44,18 +59,9 @@ int img_blob_read(img_store *s, const char *digest, size_t max, char **ret, size
         if ((uint64_t)st.st_size > max)
                 return cm_err_set(err, EFBIG, "image store: blob %s is %lld bytes, more than %zu", digest,
                                   (long long)st.st_size, max);
-        buf = xmalloc((size_t)st.st_size + 1);
-        while (got < (size_t)st.st_size) {
-                ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return cm_err_sys(err, n < 0 ? errno : EIO, "image store: reading blob %s", digest);
-                got += (size_t)n;
-        }
-        buf[got] = 0;
-        *ret = steal_pointer(&buf);
-        *ret_len = got;
+        if ((r = img_read_exact(fd, (size_t)st.st_size, ret)) < 0)
+                return cm_err_sys(err, -r, "image store: reading blob %s", digest);
+        *ret_len = (size_t)st.st_size;
         return 0;
 }
 

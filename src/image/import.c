@@ -56,9 +56,8 @@ static void progress(const job *j, const char *what, uint64_t done, uint64_t tot
 /* A member of the directory, at most max bytes. */
 static int read_member(int dir, const char *rel, size_t max, char **ret, size_t *ret_len, cm_err *err) {
         cleanup_close int fd = img_open_beneath(dir, rel, O_RDONLY);
-        cleanup_free char *buf = NULL;
         struct stat st;
-        size_t got = 0;
+        int r;
 
         if (fd < 0)
                 return cm_err_sys(err, errno, "\"%s\" in the image (symlinks are not followed)", rel);
@@ -67,18 +66,9 @@ static int read_member(int dir, const char *rel, size_t max, char **ret, size_t 
         if ((uint64_t)st.st_size > max)
                 return cm_err_set(err, EFBIG, "\"%s\" in the image is %lld bytes, more than the %zu allowed", rel,
                                   (long long)st.st_size, max);
-        buf = xmalloc((size_t)st.st_size + 1);
-        while (got < (size_t)st.st_size) {
-                ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return cm_err_sys(err, n < 0 ? errno : EIO, "reading \"%s\" in the image", rel);
-                got += (size_t)n;
-        }
-        buf[got] = 0;
-        *ret = steal_pointer(&buf);
-        *ret_len = got;
+        if ((r = img_read_exact(fd, (size_t)st.st_size, ret)) < 0)
+                return cm_err_sys(err, -r, "reading \"%s\" in the image", rel);
+        *ret_len = (size_t)st.st_size;
         return 0;
 }
 

@@ -22,6 +22,9 @@ int img_lock(img_store *s, const char *name, int op);
 /* A new directory under tmp/ (mkdtemp); its absolute path. */
 char *img_tmp_dir(img_store *s, const char *what, cm_err *err);
 
+/* blob.c: exactly `size` bytes of fd into a new NUL-terminated buffer;
+ * 0, or -errno (-EIO: the file was shorter). */
+int img_read_exact(int fd, size_t size, char **ret);
 /* blob.c: blobs/sha256/<hex>.  put_fd copies from src while hashing and
  * publishes only when the digest (and size, when >= 0) match; with
  * `expect` NULL the digest is whatever the bytes hash to. */
