@@ -265,6 +265,8 @@ static int run(rg_conn *c, int blobs_fd, blob *v, size_t n, const cm_image_progr
                                 report(&v[i], progress, false);
                 if (c->cancel && cm_cancelled(c->cancel))
                         return cm_err_set(err, ECANCELED, "cancelled while fetching %s", c->name);
+                if (active == 0)
+                        continue; /* start the next ones, or done: nothing to wait for */
                 (void)curl_multi_poll(m, wait.fd >= 0 ? &wait : NULL, wait.fd >= 0 ? 1 : 0, 500, &numfds);
         }
 }
