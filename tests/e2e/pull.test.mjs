@@ -13,7 +13,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { BIN, envWith, eventually, readEnvFile, runCli, stdioClient, tmpDir } from './lib.mjs';
-import { call, nativeBackend, ok, refused } from './tools.mjs';
+import { alive, call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 240000 };
 const DIR = process.env.CM_REGISTRY_DIR || '/tmp/cm-registry';
@@ -48,6 +48,19 @@ const skipped = (t) => {
   t.skip(skipReason);
   return true;
 };
+
+// The processes the server started (any of its threads).
+function childrenOf(pid) {
+  const out = [];
+  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      out.push(...fs.readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').split(' ').filter(Boolean).map(Number));
+    } catch {
+      // the thread ended
+    }
+  }
+  return out;
+}
 
 // A proxy to the registry that holds the blobs in `held` after their first
 // 64 KiB (headers and part of the body sent, then nothing) and counts the
@@ -144,6 +157,29 @@ describe('pull on the native runtime', T, () => {
       assert.equal(out.stdout, 'from the run\n/home/app\nhello from the image\n', out.stderr);
       out = ok(await call(s, 'run_container', { image: `${R}/config`, wait: true, command: ['pwd'], workdir: '/tmp' }));
       assert.equal(out.stdout, '/tmp\n', out.stderr);
+
+      // Having run it, the server keeps sandboxes of this image warm (as of
+      // `host`): idle children of the server whose root is the image's.
+      const warm = () => childrenOf(s.pid).filter((pid) => {
+        try {
+          return fs.readFileSync(`/proc/${pid}/root/home/app/hello.txt`, 'utf8') === 'hello from the image\n';
+        } catch {
+          return false;
+        }
+      });
+      await eventually(() => warm().length > 0, 60000, 'a warm sandbox of the config image');
+      const before = warm();
+      // a run takes one: the image's config still applies there
+      out = ok(await call(s, 'run_container', { image: `${R}/config`, wait: true, command: ['echo $GREETING; id -un; pwd'] }));
+      assert.equal(out.stdout, `hello from config\n${isRoot ? 'app' : 'root'}\n/home/app\n`, out.stderr);
+      out = ok(await call(s, 'run_container', { image: `${R}/config`, wait: true }));
+      assert.equal(out.stdout, `hello from config\n${isRoot ? 'app' : 'root'}\n/home/app\n`, out.stderr);
+      await eventually(() => before.some((pid) => !alive(pid)), 60000, 'a warm sandbox taken by a run');
+      // removed, the image's warm sandboxes go too
+      await eventually(() => warm().length > 0, 60000, 'the pool refilled');
+      ok(await call(s, 'remove_image', { image: `${R}/config` }));
+      await eventually(() => warm().length === 0, 60000, 'no warm sandbox of a removed image');
+      refused(await call(s, 'run_container', { image: `${R}/config`, wait: true, command: ['true'] }), /pull_image/);
     } finally {
       await s.close();
     }

@@ -307,7 +307,8 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
                                 return -1;
                         l->st.set_ids = true;
                 }
-                l->st.argv = image_argv(&l->img.cfg, spec, wait);
+                /* a warm sandbox's init waits for its command */
+                l->st.argv = kind == L_WARM ? NULL : image_argv(&l->img.cfg, spec, wait);
                 l->st.workdir = xstrdup(spec->workdir ? spec->workdir : wd && wd[0] == '/' ? wd : NATIVE_WORKDIR);
                 if (kind == L_WAIT && !l->st.argv)
                         return cm_err_set(err, EINVAL,
@@ -608,8 +609,8 @@ int native_run(cm_backend *b, const cm_run_spec *spec, char **ret_id, cm_err *er
 
 /* ---- warm sandboxes (the pool, pool.c) ---------------------------------- */
 
-int native_warm_create(native *n, warm_box *ret, cm_err *err) {
-        cm_run_spec spec = {.image = "host"};
+int native_warm_create(native *n, const char *image, warm_box *ret, cm_err *err) {
+        cm_run_spec spec = {.image = image ? image : "host"};
         launch l;
         int r = -1;
 
@@ -619,6 +620,7 @@ int native_warm_create(native *n, warm_box *ret, cm_err *err) {
                                   .conn = take_fd(&l.ctl_pair[0]),
                                   .cg = l.st.cg};
                 (void)snprintf(ret->hostname, sizeof ret->hostname, "%s", l.st.name);
+                (void)snprintf(ret->image, sizeof ret->image, "%s", l.img.e.manifest ? l.img.e.manifest : "");
                 l.st.cg = (cg_paths){0};
                 r = 0;
         } else
@@ -645,18 +647,23 @@ static void kill_warm(void *ctx) {
 /* Run to completion in a warm sandbox: limits into its cgroup, then the
  * command through its init.  As with a fresh sandbox, the whole sandbox
  * goes afterwards (the pool's thread tears it down). */
-int native_warm_run(native *n, warm_box *w, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
-                    cm_err *err) {
+int native_warm_run(native *n, warm_box *w, const native_image *im, const cm_run_spec *spec, const cm_cancel *cancel,
+                    cm_exec_result *ret, cm_err *err) {
         cg_limits lim = {spec->memory_bytes, spec->cpus, spec->pids};
         int sync_p[2] = {-1, -1}, out_p[2] = {-1, -1}, err_p[2] = {-1, -1};
-        cleanup_free char **argv = xcalloc(spec->argc + 1, sizeof *argv);
-        char **envp = make_env(spec, w->hostname, NULL);
+        char **argv = im ? image_argv(&im->cfg, spec, true) : copy_argv(spec->argv, spec->argc);
+        char **envp = make_env(spec, w->hostname, im ? im->cfg.env : NULL);
+        const char *wd = im ? im->cfg.workdir : NULL;
         int r = -1;
         int32_t code;
         ssize_t k;
 
-        for (size_t i = 0; i < spec->argc; i++)
-                argv[i] = spec->argv[i];
+        if (!spec->workdir && !(wd && wd[0] == '/'))
+                wd = NATIVE_WORKDIR;
+        if (!argv) {
+                r = 1; /* nothing to run: the usual way says why */
+                goto out;
+        }
         if (cg_set_limits(&w->cg, &lim) < 0) {
                 r = cm_err_sys(err, errno, "cgroup: cannot set the limits");
                 goto out;
@@ -665,7 +672,7 @@ int native_warm_run(native *n, warm_box *w, const cm_run_spec *spec, const cm_ca
                 r = cm_err_sys(err, errno, "pipe");
                 goto out;
         }
-        r = init_ctl_send_spawn(w->conn, argv, envp, spec->workdir ? spec->workdir : NATIVE_WORKDIR,
+        r = init_ctl_send_spawn(w->conn, argv, envp, spec->workdir ? spec->workdir : wd,
                                 (int[]){sync_p[1], out_p[1], err_p[1], -1},
                                 n->cg.mode == CG_NONE ? spec->memory_bytes : 0, n->cg.mode == CG_NONE ? spec->pids : 0);
         if (r < 0) {
@@ -704,5 +711,8 @@ out:
         for (char **p = envp; *p; p++)
                 free(*p);
         free(envp);
+        for (char **p = argv; p && *p; p++)
+                free(*p);
+        free(argv);
         return r;
 }

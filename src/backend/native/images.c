@@ -155,6 +155,7 @@ int native_image_remove(cm_backend *b, const char *ref, bool force, cm_err *err)
         img_store *s;
         if (native_store(n, &s, err) < 0)
                 return -1;
+        pool_forget_images(n); /* before the layers can go */
         return img_remove(s, ref, force, in_use, n, err);
 }
 
@@ -164,6 +165,7 @@ int native_image_prune(cm_backend *b, bool all, cm_prune_result *ret, cm_err *er
         *ret = (cm_prune_result){0};
         if (native_store(n, &s, err) < 0)
                 return -1;
+        pool_forget_images(n);
         return img_prune(s, all, in_use, n, &ret->reclaimed, &ret->images, err);
 }
 

@@ -714,6 +714,7 @@ typedef struct warm_box {
         int conn; /* our end of the init's socketpair */
         cg_paths cg;
         char hostname[32];
+        char image[72]; /* a stored image's manifest digest; "": the host image */
 } warm_box;
 
 #define POOL_MAX 4
@@ -724,10 +725,13 @@ typedef struct native_pool {
         bool stop;
         pthread_mutex_t lock;
         pthread_cond_t cond;
-        size_t target; /* warm sandboxes to keep ready */
-        warm_box ready[POOL_MAX];
+        size_t target; /* warm sandboxes to keep ready, of the host image and of `image` */
+        char image[72];      /* the stored image (manifest digest) last run to completion; "": none */
+        unsigned generation; /* bumped when images are removed: older boxes are not used */
+        warm_box ready[POOL_MAX * 2];
+        unsigned ready_gen[POOL_MAX * 2];
         size_t n_ready;
-        warm_box spent[POOL_MAX * 2]; /* to tear down */
+        warm_box spent[POOL_MAX * 4]; /* to tear down */
         size_t n_spent;
 } native_pool;
 
@@ -735,9 +739,16 @@ void pool_stop(native *n);
 /* 1: nothing warm fits (start a sandbox the usual way); 0 or -1 as
  * run_wait. */
 int pool_run(native *n, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err);
-int native_warm_create(native *n, warm_box *ret, cm_err *err);
-int native_warm_run(native *n, warm_box *w, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
-                    cm_err *err);
+/* Images were removed: warm sandboxes of stored images are not used again
+ * (their layers may be gone) and are torn down. */
+void pool_forget_images(native *n);
+/* A warm sandbox of the host image (image NULL) or of a stored image (its
+ * manifest digest). */
+int native_warm_create(native *n, const char *image, warm_box *ret, cm_err *err);
+/* im: the stored image the box was made for, resolved for this run (its
+ * config's Entrypoint, Cmd, Env and WorkingDir apply); NULL for host. */
+int native_warm_run(native *n, warm_box *w, const native_image *im, const cm_run_spec *spec, const cm_cancel *cancel,
+                    cm_exec_result *ret, cm_err *err);
 void native_warm_destroy(native *n, warm_box *w);
 
 /* procstat.c: stats summed over the sandbox's processes (its init's
