@@ -614,6 +614,10 @@ int native_warm_create(native *n, const char *image, warm_box *ret, cm_err *err)
         launch l;
         int r = -1;
 
+        /* a copy of the image (no overlayfs) would go with launch_free */
+        if (image && !n->overlay)
+                return cm_err_set(err, ENOTSUP, "no warm sandbox of a stored image without overlayfs");
+
         if (prepare(n, &spec, L_WARM, false, &l, err) == 0 && start(n, &spec, &l, err) == 0) {
                 *ret = (warm_box){.pid = l.pid,
                                   .pidfd = take_fd(&l.pidfd),

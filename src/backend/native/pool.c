@@ -213,7 +213,9 @@ int pool_run(native *n, const cm_run_spec *spec, const cm_cancel *cancel, cm_exe
          * while the name still means that image.  Any failure: the usual
          * way, which says what is wrong. */
         stored = !is_host(spec->image);
-        if (stored && native_image_resolve(n, spec->image, &im, &ignored) < 0)
+        /* without overlayfs a stored image is a copy per sandbox, made and
+         * removed with the run: not kept warm */
+        if (stored && (!n->overlay || native_image_resolve(n, spec->image, &im, &ignored) < 0))
                 return 1;
         (void)pthread_mutex_lock(&p->lock);
         if (stored && strcmp(p->image, im.e.manifest) != 0) {
