@@ -1,8 +1,19 @@
-/* SHA-256 after FIPS 180-4 §6.2, HMAC after RFC 2104.  Small and portable
- * rather than fast: it hashes session ids and, later, image layers. */
+/* SHA-256 after FIPS 180-4 §6.2, HMAC after RFC 2104.  The portable block
+ * function, and on x86-64 CPUs with the SHA extensions (checked at run
+ * time) the same rounds by sha256rnds2/msg1/msg2 after Intel's "New
+ * Instructions Supporting the Secure Hash Algorithm on Intel Architecture
+ * Processors" (2013): about 6x faster, which is most of what hashing image
+ * layers costs (every blob and every layer's tar stream is hashed). */
 #include "util/sha256.h"
 
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_SHANI 1
+#endif
+
+bool cm_sha256_portable;
 
 static const uint32_t K[64] = {
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -36,6 +47,66 @@ static void block(uint32_t h[8], const uint8_t p[64]) {
         h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
+#ifdef HAVE_SHANI
+/* n blocks; the state kept as ABEF and CDGH, as the instructions want it. */
+__attribute__((target("sha,sse4.1"))) static void blocks_shani(uint32_t h[8], const uint8_t *p, size_t n) {
+        const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+        __m128i s0, s1, t, msg, m[4];
+
+        t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1);  /* CDAB */
+        s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B); /* EFGH */
+        s0 = _mm_alignr_epi8(t, s1, 8);                                        /* ABEF */
+        s1 = _mm_blend_epi16(s1, t, 0xF0);                                     /* CDGH */
+        for (; n > 0; n--, p += 64) {
+                __m128i abef = s0, cdgh = s1;
+                /* 16 groups of four rounds; the schedule runs three groups ahead */
+                for (int i = 0; i < 16; i++) {
+                        if (i < 4)
+                                m[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), mask);
+                        msg = _mm_add_epi32(m[i & 3], _mm_loadu_si128((const __m128i *)&K[4 * i]));
+                        s1 = _mm_sha256rnds2_epu32(s1, s0, msg);
+                        if (i >= 3 && i <= 14) {
+                                t = _mm_alignr_epi8(m[i & 3], m[(i - 1) & 3], 4);
+                                m[(i + 1) & 3] = _mm_add_epi32(m[(i + 1) & 3], t);
+                                m[(i + 1) & 3] = _mm_sha256msg2_epu32(m[(i + 1) & 3], m[i & 3]);
+                        }
+                        msg = _mm_shuffle_epi32(msg, 0x0E);
+                        s0 = _mm_sha256rnds2_epu32(s0, s1, msg);
+                        if (i >= 1 && i <= 12)
+                                m[(i - 1) & 3] = _mm_sha256msg1_epu32(m[(i - 1) & 3], m[i & 3]);
+                }
+                s0 = _mm_add_epi32(s0, abef);
+                s1 = _mm_add_epi32(s1, cdgh);
+        }
+        t = _mm_shuffle_epi32(s0, 0x1B);   /* FEBA */
+        s1 = _mm_shuffle_epi32(s1, 0xB1);  /* DCHG */
+        s0 = _mm_blend_epi16(t, s1, 0xF0); /* DCBA */
+        s1 = _mm_alignr_epi8(s1, t, 8);    /* HGFE */
+        _mm_storeu_si128((__m128i *)&h[0], s0);
+        _mm_storeu_si128((__m128i *)&h[4], s1);
+}
+
+static bool shani(void) {
+        static int have = -1; /* racy but idempotent: every thread finds the same */
+        if (have < 0) {
+                __builtin_cpu_init();
+                have = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+        }
+        return have;
+}
+#endif
+
+static void blocks(uint32_t h[8], const uint8_t *p, size_t n) {
+#ifdef HAVE_SHANI
+        if (!cm_sha256_portable && shani()) {
+                blocks_shani(h, p, n);
+                return;
+        }
+#endif
+        for (; n > 0; n--, p += 64)
+                block(h, p);
+}
+
 void cm_sha256_init(cm_sha256_ctx *c) {
         static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                        0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -48,11 +119,19 @@ void cm_sha256_update(cm_sha256_ctx *c, const void *data, size_t len) {
         const uint8_t *p = data;
         c->len += len;
         while (len > 0) {
-                size_t n = 64 - c->fill < len ? 64 - c->fill : len;
+                size_t n;
+                if (c->fill == 0 && len >= 64) {
+                        /* whole blocks straight from the input */
+                        n = len / 64;
+                        blocks(c->h, p, n);
+                        p += 64 * n, len -= 64 * n;
+                        continue;
+                }
+                n = 64 - c->fill < len ? 64 - c->fill : len;
                 memcpy(c->buf + c->fill, p, n);
                 c->fill += n, p += n, len -= n;
                 if (c->fill == 64) {
-                        block(c->h, c->buf);
+                        blocks(c->h, c->buf, 1);
                         c->fill = 0;
                 }
         }

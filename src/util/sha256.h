@@ -4,6 +4,7 @@
 #ifndef CM_SHA256_H
 #define CM_SHA256_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,10 @@ typedef struct cm_sha256 {
         uint8_t buf[64];
         size_t fill;
 } cm_sha256_ctx;
+
+/* Tests: true makes every hash use the portable code even where the CPU
+ * has the SHA extensions. */
+extern bool cm_sha256_portable;
 
 void cm_sha256_init(cm_sha256_ctx *c);
 void cm_sha256_update(cm_sha256_ctx *c, const void *data, size_t len);
