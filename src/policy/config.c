@@ -16,8 +16,7 @@
 #include "policy/policy.h"
 #include "util/cleanup.h"
 
-const char *const cm_all_toolsets[] = {"containers", "images", "sandbox", "files",
-                                       "codex",      "web",    "diagnostics", NULL};
+const char *const cm_all_toolsets[] = {"containers", "images", "sandbox", "files", "codex", "web", "diagnostics", NULL};
 const char *const cm_default_toolsets[] = {"containers", "images", "sandbox", "files", "codex", "web", NULL};
 
 static char **strv_new(void) { return xcalloc(1, sizeof(char *)); }
@@ -151,8 +150,8 @@ static int load_env_file(const char *path, cm_err *err) {
                 eq = strchr(key, '=');
                 if (!eq || strncmp(key, "CONTAINER_MCP_", 14) != 0) {
                         (void)fclose(f);
-                        return cm_err_set(err, EINVAL,
-                                          "env-file %s line %u: expected CONTAINER_MCP_NAME=value", path, lineno);
+                        return cm_err_set(err, EINVAL, "env-file %s line %u: expected CONTAINER_MCP_NAME=value", path,
+                                          lineno);
                 }
                 *eq = 0;
                 val = eq + 1;
@@ -176,8 +175,8 @@ int cm_config_set_toolsets(cm_config *cfg, const char *list, cm_err *err) {
                 if (!known) {
                         cleanup_free char *all = cm_strv_join((char *const *)cm_all_toolsets, ", ");
                         cm_strv_free(v);
-                        return cm_err_set(err, EINVAL, "unknown toolset \"%s\" in CONTAINER_MCP_TOOLSETS; known: %s, all",
-                                          t, all);
+                        return cm_err_set(err, EINVAL,
+                                          "unknown toolset \"%s\" in CONTAINER_MCP_TOOLSETS; known: %s, all", t, all);
                 }
                 if (strcmp(t, "all") == 0)
                         for (size_t i = 0; cm_all_toolsets[i]; i++)
@@ -242,8 +241,7 @@ int cm_config_set_runlog_dir(cm_config *cfg, const char *dir, const char *settin
         mkdir_p(dir, 0700);
         real = realpath(dir, NULL);
         if (!real)
-                return cm_err_sys(err, errno, "run log directory %s (%s) cannot be made; choose another", dir,
-                                  setting);
+                return cm_err_sys(err, errno, "run log directory %s (%s) cannot be made; choose another", dir, setting);
         if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
                 free(real);
                 return cm_err_set(err, ENOTDIR, "run log directory %s (%s) is not a directory; choose another", dir,
@@ -448,10 +446,11 @@ static int load_sandbox(cm_config *cfg, cm_err *err) {
                 cfg->python_memory = n;
         }
         if (cfg->command_timeout_sec > cfg->command_timeout_max_sec)
-                return cm_err_set(err, EINVAL,
-                                  "CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT=%u is over CONTAINER_MCP_COMMAND_TIMEOUT_MAX=%u; "
-                                  "lower the default or raise the maximum",
-                                  cfg->command_timeout_sec, cfg->command_timeout_max_sec);
+                return cm_err_set(
+                        err, EINVAL,
+                        "CONTAINER_MCP_COMMAND_TIMEOUT_DEFAULT=%u is over CONTAINER_MCP_COMMAND_TIMEOUT_MAX=%u; "
+                        "lower the default or raise the maximum",
+                        cfg->command_timeout_sec, cfg->command_timeout_max_sec);
         return 0;
 }
 
@@ -584,6 +583,35 @@ static int load_sharing(cm_config *cfg, cm_err *err) {
         return 0;
 }
 
+/* A registry as an image reference names it: host[:port], a [v6] literal. */
+static bool registry_ok(const char *t) {
+        size_t n = strlen(t);
+        if (n == 0 || n > 255 || t[0] == '-' || t[0] == '.' || t[0] == ':')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)t[i]) && !strchr(".-:[]", t[i]))
+                        return false;
+        return true;
+}
+
+static int load_registries(cm_config *cfg, cm_err *err) {
+        const char *v = getenv("CONTAINER_MCP_ALLOWED_REGISTRIES");
+        if (v && *v) {
+                cleanup_free char *copy = xstrdup(v);
+                char *save = NULL;
+                for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+                        if (!registry_ok(t))
+                                return cm_err_set(
+                                        err, EINVAL,
+                                        "CONTAINER_MCP_ALLOWED_REGISTRIES: \"%s\" is not a registry: expected "
+                                        "host or host:port, like docker.io or 127.0.0.1:5000",
+                                        t);
+                        strv_push(&cfg->allowed_registries, t);
+                }
+        }
+        return 0;
+}
+
 /* Checked where they are used (the HTTP transport), which knows the form. */
 static void load_origins(cm_config *cfg) {
         const char *v = getenv("CONTAINER_MCP_ALLOWED_ORIGINS");
@@ -686,6 +714,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->toolsets = strv_new();
         cfg->shared_containers = strv_new();
         cfg->allowed_containers = strv_new();
+        cfg->allowed_registries = strv_new();
         cfg->max_memory = cm_host_memory();
         cfg->max_cpus = cm_host_cpus();
         for (size_t i = 0; cm_default_toolsets[i]; i++)
@@ -696,7 +725,7 @@ int cm_config_load(cm_config *cfg, const char *env_file, cm_err *err) {
         cfg->scratch_dir = xasprintf("%s/scratch", cfg->state_dir);
         if (load_env(cfg, err) < 0 || load_mounts(cfg, err) < 0 || load_sharing(cfg, err) < 0 ||
             load_ceilings(cfg, err) < 0 || load_sandbox(cfg, err) < 0 || load_extensions(cfg, err) < 0 ||
-            load_codex(cfg, err) < 0)
+            load_codex(cfg, err) < 0 || load_registries(cfg, err) < 0)
                 return -EINVAL;
         load_origins(cfg);
         if (load_commands(cfg, err) < 0)
@@ -712,6 +741,7 @@ void cm_config_free(cm_config *cfg) {
         free(cfg->state_real);
         cm_strv_free(cfg->shared_containers);
         cm_strv_free(cfg->allowed_containers);
+        cm_strv_free(cfg->allowed_registries);
         free(cfg->runlog_dir);
         free(cfg->runlog_unusable);
         free(cfg->token);

@@ -74,6 +74,9 @@ typedef struct cm_config {
          * dinspect may touch, managed or not (--allow-container,
          * CONTAINER_MCP_ALLOWED_CONTAINERS: ids or names), NULL-terminated. */
         char **allowed_containers;
+        /* CONTAINER_MCP_ALLOWED_REGISTRIES: the registries (host[:port]) an
+         * agent's pull_image may use; empty: any but local addresses. */
+        char **allowed_registries;
         /* dexec's run log (issue 11): the directory (canonical, created 0700
          * by cm_config_set_runlog_dir), the most output one record keeps,
          * and the size of the preview a result carries. */

@@ -44,4 +44,15 @@ int cm_policy_state_overlap(const cm_config *cfg, const char *real, cm_err *err)
  * "pick a free one" and always passes. */
 int cm_policy_host_port(const cm_config *cfg, unsigned port, cm_err *err);
 
+/* Whether an agent may pull `ref` (a reference as Docker parses it) from
+ * its registry.  With CONTAINER_MCP_ALLOWED_REGISTRIES set, only from
+ * those.  Unset, from any registry but one named by a local address
+ * (localhost, loopback, private, link-local or unspecified IP literals),
+ * which must be named in CONTAINER_MCP_ALLOWED_REGISTRIES or
+ * CONTAINER_MCP_INSECURE_REGISTRIES: a pull is a request the server makes,
+ * and an agent must not aim it at services on the host's own network.
+ * (A DNS name that resolves to such an address is reached over https
+ * only, which a local service cannot answer for that name.) */
+int cm_policy_registry(const cm_config *cfg, const char *ref, cm_err *err);
+
 #endif

@@ -190,6 +190,8 @@ static int pull_image(mcp_call *call, json_t *args, json_t **ret, char **ret_tex
                 return -1;
         if (imp && cm_policy_host_split(cfg, imp, true, &root, &rel, err) < 0)
                 return -1;
+        if (!imp && cm_policy_registry(cfg, ref, err) < 0)
+                return -1;
         if (!(b = IMAGE_BACKEND(call, image_pull, imp ? "import images yet" : "pull images yet", err)))
                 return -1;
         host = (cm_host_path){root, rel};

@@ -39,6 +39,7 @@ static json_t *policy_limits_json(const cm_config *c, json_t *pol) {
         (void)json_object_set_new(pol, "shareContainers", json_boolean(c->share_containers));
         (void)json_object_set_new(pol, "sharedContainers", strv_json(c->shared_containers));
         (void)json_object_set_new(pol, "allowedContainers", strv_json(c->allowed_containers));
+        (void)json_object_set_new(pol, "allowedRegistries", strv_json(c->allowed_registries));
         /* the session sandbox and its tools (issue 10) */
         (void)json_object_set_new(pol, "sandboxImage", json_string(c->sandbox_image));
         (void)json_object_set_new(pol, "sandboxTtlSec", json_integer(c->sandbox_ttl_sec));

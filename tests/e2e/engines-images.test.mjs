@@ -98,7 +98,9 @@ const open = (sock, env = {}) => stdioClient({
   args: ['serve', '--backend', 'docker'],
   env: { DOCKER_HOST: sock.startsWith('tcp://') ? sock : `unix://${sock}`, ...env, CONTAINER_MCP_STATE_DIR: state, CONTAINER_MCP_ALLOWED_MOUNTS: allowed,
     CONTAINER_MCP_MAX_CONTAINERS: '200', CONTAINER_MCP_RUNLOG_DIR: path.join(state, 'runlog'),
-    CONTAINER_MCP_RUNLOG_MAX_BYTES: '65536' },
+    CONTAINER_MCP_RUNLOG_MAX_BYTES: '65536',
+    // the test registry is on loopback: an agent's pull needs it named
+    ...(REG.REGISTRY ? { CONTAINER_MCP_ALLOWED_REGISTRIES: REG.REGISTRY } : {}) },
   initTimeout: 60000,
 });
 

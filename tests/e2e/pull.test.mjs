@@ -21,7 +21,9 @@ const REG = readEnvFile(DIR, `tests/registry/start.sh has not run (no ${DIR}/env
 const R = REG.REGISTRY;
 const state = tmpDir('cmcp-pull-state-');
 const dockerConfig = tmpDir('cmcp-pull-docker-'); // no credentials but those a test gives
-const ENV = { CONTAINER_MCP_STATE_DIR: state, DOCKER_CONFIG: dockerConfig, CONTAINER_MCP_REGISTRY_AUTH: undefined };
+// The test registries are on loopback: an agent's pulls need them named.
+const ENV = { CONTAINER_MCP_STATE_DIR: state, DOCKER_CONFIG: dockerConfig, CONTAINER_MCP_REGISTRY_AUTH: undefined,
+  CONTAINER_MCP_ALLOWED_REGISTRIES: R, CONTAINER_MCP_INSECURE_REGISTRIES: undefined };
 const isRoot = process.getuid() === 0;
 after(() => {
   for (const d of [state, dockerConfig]) fs.rmSync(d, { recursive: true, force: true });
@@ -281,6 +283,45 @@ describe('pull on the native runtime', T, () => {
     } finally {
       await proxy.close();
       fs.rmSync(own, { recursive: true, force: true });
+    }
+  });
+
+  test("an agent's pull reaches a local registry only when the operator names it; CONTAINER_MCP_ALLOWED_REGISTRIES limits the rest", T, async (t) => {
+    if (skipped(t)) return;
+    const proxy = await holdingProxy(R); // counts what reaches it
+    try {
+      let s = await open({ CONTAINER_MCP_ALLOWED_REGISTRIES: undefined });
+      try {
+        for (const ref of [`${proxy.host}/busybox`, `localhost:${proxy.host.split(':')[1]}/busybox`, '169.254.169.254/x',
+          '10.1.2.3:5000/x']) {
+          refused(await call(s, 'pull_image', { image: ref }), /local address/, /CONTAINER_MCP_ALLOWED_REGISTRIES/);
+        }
+        assert.equal(proxy.hits.size, 0, 'no request reached the local registry');
+        assert.deepEqual(ok(await call(s, 'system_status', {})).policy.allowedRegistries, []);
+      } finally {
+        await s.close();
+      }
+      // named as an insecure registry by the operator: pulled
+      s = await open({ CONTAINER_MCP_ALLOWED_REGISTRIES: undefined, CONTAINER_MCP_INSECURE_REGISTRIES: proxy.host });
+      try {
+        ok(await call(s, 'pull_image', { image: `${proxy.host}/busybox` }, { timeout: 180000 }));
+      } finally {
+        await s.close();
+      }
+      // a list: only what it names
+      s = await open({ CONTAINER_MCP_ALLOWED_REGISTRIES: 'ghcr.io' });
+      try {
+        refused(await call(s, 'pull_image', { image: 'busybox' }), /docker\.io/, /CONTAINER_MCP_ALLOWED_REGISTRIES names only ghcr\.io/);
+        refused(await call(s, 'pull_image', { image: `${R}/busybox` }), /not allowed/);
+        assert.deepEqual(ok(await call(s, 'system_status', {})).policy.allowedRegistries, ['ghcr.io']);
+      } finally {
+        await s.close();
+      }
+      // the operator's own command line is not an agent: no policy there
+      const r = await cli(['pull', `${proxy.host}/busybox`], { CONTAINER_MCP_ALLOWED_REGISTRIES: 'ghcr.io' });
+      assert.equal(r.code, 0, r.stderr);
+    } finally {
+      await proxy.close();
     }
   });
 

@@ -189,6 +189,57 @@ static void test_host_ports(void **state) {
         (void)state;
 }
 
+/* Which registries an agent's pull may reach: any but local addresses by
+ * default; the operator's list when there is one. */
+static void test_registries(void **state) {
+        static const char *const ok_default[] = {
+                "busybox",          "docker.io/library/alpine:3.20",
+                "ghcr.io/o/r:1",    "registry.example.com:5000/team/app",
+                "8.8.8.8:5000/x",   "[2001:db8::1]:5000/x",
+                "172.32.0.1/x",     "100.128.0.1/x",
+                "localhostx.com/x",
+        };
+        static const char *const local[] = {
+                "localhost/x",          "localhost:5000/x", "127.0.0.1:5000/x", "127.1.2.3/x",       "10.0.0.1:5000/x",
+                "172.16.0.1/x",         "172.31.255.255/x", "192.168.1.1/x",    "169.254.169.254/x", "0.0.0.0:80/x",
+                "100.64.0.1/x",         "[::1]:5000/x",     "[::]:5000/x",      "[fe80::1]:5000/x",  "[fd00::1]:5000/x",
+                "registry.localhost/x", "LOCALHOST:5000/x",
+        };
+        char *list[] = {(char *)"ghcr.io", (char *)"127.0.0.1:5000", NULL};
+        char *none[] = {NULL};
+        cm_config cfg = {.allowed_registries = none};
+        cm_err err = CM_ERR_INIT;
+        (void)state;
+
+        (void)unsetenv("CONTAINER_MCP_INSECURE_REGISTRIES");
+        for (size_t i = 0; i < ARRAY_SIZE(ok_default); i++)
+                if (cm_policy_registry(&cfg, ok_default[i], &err) < 0)
+                        fail_msg("%s refused: %s", ok_default[i], err.msg);
+        for (size_t i = 0; i < ARRAY_SIZE(local); i++) {
+                if (cm_policy_registry(&cfg, local[i], &err) == 0)
+                        fail_msg("%s allowed by default", local[i]);
+                assert_non_null(strstr(err.msg, "CONTAINER_MCP_ALLOWED_REGISTRIES"));
+        }
+        /* a reference that is not one is refused as such */
+        assert_true(cm_policy_registry(&cfg, "--all", &err) < 0);
+        assert_true(cm_policy_registry(&cfg, "[::ffff:127.0.0.1]:5000/x", &err) < 0);
+        /* the operator named it as an insecure registry: allowed */
+        (void)setenv("CONTAINER_MCP_INSECURE_REGISTRIES", "registry.lan, 127.0.0.1:5000", 1);
+        assert_int_equal(cm_policy_registry(&cfg, "127.0.0.1:5000/x", &err), 0);
+        assert_true(cm_policy_registry(&cfg, "127.0.0.1:5001/x", &err) < 0);
+        (void)unsetenv("CONTAINER_MCP_INSECURE_REGISTRIES");
+
+        /* a list: only what it names, local or not */
+        cfg.allowed_registries = list;
+        assert_int_equal(cm_policy_registry(&cfg, "ghcr.io/o/r", &err), 0);
+        assert_int_equal(cm_policy_registry(&cfg, "127.0.0.1:5000/x", &err), 0);
+        assert_true(cm_policy_registry(&cfg, "busybox", &err) < 0);
+        assert_non_null(strstr(err.msg, "docker.io"));
+        assert_non_null(strstr(err.msg, "ghcr.io,127.0.0.1:5000"));
+        assert_true(cm_policy_registry(&cfg, "127.0.0.1:5001/x", &err) < 0);
+        assert_true(cm_policy_registry(&cfg, "ghcr.io.evil.com/x", &err) < 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_under),
@@ -198,6 +249,7 @@ int main(void) {
                 cmocka_unit_test_setup(test_image_dirs, setup),
                 cmocka_unit_test_setup(test_state_dir_refused, setup),
                 cmocka_unit_test(test_host_ports),
+                cmocka_unit_test(test_registries),
         };
         TU_RUN_IN_TMP(tmp, tests);
 }
