@@ -83,6 +83,7 @@ void img_config_clear(img_config *c) {
         strv_free(c->cmd);
         free(c->workdir);
         free(c->user);
+        strv_free(c->exposed);
         *c = (img_config){0};
 }
 
@@ -105,8 +106,8 @@ static json_t *load(const char *buf, size_t len, const char *what, cm_err *err) 
         json_error_t je;
         json_t *j;
         if (len > IMG_MAX_JSON) {
-                (void)cm_err_set(err, EFBIG, "%s: %zu bytes, more than the %zu a %s may have", what, len,
-                                 IMG_MAX_JSON, what);
+                (void)cm_err_set(err, EFBIG, "%s: %zu bytes, more than the %zu a %s may have", what, len, IMG_MAX_JSON,
+                                 what);
                 return NULL;
         }
         j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
@@ -235,6 +236,39 @@ static int64_t parse_time(const char *s) {
         return end ? (int64_t)timegm(&tm) : 0;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* ExposedPorts' keys that are a port and a protocol ("8080/tcp", "53/udp";
+ * a bare port is tcp), at most 64, sorted; anything else is left out:
+ * the config is the image's, the list is only shown. */
+static char **exposed_ports(const json_t *o) {
+        char **v = NULL;
+        size_t n = 0;
+        const char *k;
+        json_t *x;
+
+        if (!json_is_object(o))
+                return NULL;
+        json_object_foreach((json_t *)o, k, x) {
+                char *end, proto[4] = "tcp";
+                unsigned long port = strtoul(k, &end, 10);
+                (void)x;
+                if (end == k || k[0] == '0' || port > 65535 || n >= 64)
+                        continue;
+                if (*end == '/' &&
+                    (strcmp(end + 1, "tcp") == 0 || strcmp(end + 1, "udp") == 0 || strcmp(end + 1, "sctp") == 0))
+                        (void)snprintf(proto, sizeof proto, "%s", end + 1);
+                else if (*end)
+                        continue;
+                v = xrealloc(v, (n + 2) * sizeof *v);
+                v[n++] = xasprintf("%lu/%s", port, proto);
+                v[n] = NULL;
+        }
+        if (v)
+                qsort(v, n, sizeof *v, cmp_str);
+        return v;
+}
+
 int img_parse_config(const char *buf, size_t len, img_config_doc *ret, cm_err *err) {
         cleanup_json json_t *j = load(buf, len, "image config", err);
         const json_t *rootfs, *cfg;
@@ -268,6 +302,7 @@ int img_parse_config(const char *buf, size_t len, img_config_doc *ret, cm_err *e
                 }
                 c.run.workdir = str_dup_or_null(cfg, "WorkingDir");
                 c.run.user = str_dup_or_null(cfg, "User");
+                c.run.exposed = exposed_ports(json_object_get(cfg, "ExposedPorts"));
         }
         *ret = c;
         return 0;
@@ -291,7 +326,8 @@ int img_parse_docker_manifest(const char *buf, size_t len, img_docker_entry **re
                     strv_of(json_object_get(x, "Layers"), &v[i].layers) < 0 || !v[i].layers) {
                         img_docker_entries_free(v, n);
                         return cm_err_set(err, EINVAL,
-                                          "manifest.json: image %zu needs \"Config\" (a path) and \"Layers\" (paths)", i);
+                                          "manifest.json: image %zu needs \"Config\" (a path) and \"Layers\" (paths)",
+                                          i);
                 }
                 v[i].config = xstrdup(config);
                 while (v[i].layers[v[i].n_layers])

@@ -59,6 +59,7 @@ typedef struct img_config {
         char **cmd;
         char *workdir;     /* NULL: none */
         char *user;        /* NULL: none */
+        char **exposed;    /* ExposedPorts' keys ("8080/tcp"), sorted, NULL-terminated; NULL: none */
 } img_config;
 
 void img_config_clear(img_config *c);

@@ -159,6 +159,14 @@ describe('pull on the native runtime', T, () => {
       assert.equal(out.stdout, 'from the run\n/home/app\nhello from the image\n', out.stderr);
       out = ok(await call(s, 'run_container', { image: `${R}/config`, wait: true, command: ['pwd'], workdir: '/tmp' }));
       assert.equal(out.stdout, '/tmp\n', out.stderr);
+      // a kept container shows the image's ExposedPorts, as docker inspect does
+      const { id } = ok(await call(s, 'run_container', { image: `${R}/config`, command: ['sleep 300'] }));
+      try {
+        const insp = ok(await call(s, 'inspect_container', { container: id }));
+        assert.deepEqual(insp.exposed_ports, ['8080/tcp'], JSON.stringify(insp));
+      } finally {
+        ok(await call(s, 'remove_container', { container: id, force: true }));
+      }
 
       // Having run it, the server keeps sandboxes of this image warm (as of
       // `host`): idle children of the server whose root is the image's.

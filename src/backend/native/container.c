@@ -300,6 +300,12 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
         if (l->img.e.manifest) {
                 const char *wd = l->img.cfg.workdir;
                 l->st.image_id = xstrdup(l->img.e.manifest);
+                {
+                        size_t ne = 0;
+                        while (l->img.cfg.exposed && l->img.cfg.exposed[ne])
+                                ne++;
+                        l->st.exposed = copy_argv(l->img.cfg.exposed, ne);
+                }
                 /* A rootless sandbox maps one id (ours, as its root): the
                  * image's user cannot be; it runs as that root. */
                 if (l->img.cfg.user && l->img.cfg.user[0] && !n->rootless) {

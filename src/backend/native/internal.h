@@ -598,6 +598,7 @@ typedef struct nstate {
         char *name;
         char *image;
         char *image_id; /* a stored image's manifest digest; NULL: none */
+        char **exposed; /* its config's ExposedPorts ("8080/tcp"), shown by inspect; NULL: none */
         bool set_ids;   /* its config's User, in the sandbox's ids */
         uid_t run_uid;
         gid_t run_gid;

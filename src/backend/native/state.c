@@ -124,8 +124,10 @@ static void net_parse(const json_t *j, net_info *n) {
         const char *stack = cm_json_str(net, "stack");
         size_t i;
 
-        n->stack = !stack ? NET_NONE : strcmp(stack, "pasta") == 0 ? NET_PASTA
-                                     : strcmp(stack, "slirp4netns") == 0 ? NET_SLIRP : NET_NONE;
+        n->stack = !stack                              ? NET_NONE
+                   : strcmp(stack, "pasta") == 0       ? NET_PASTA
+                   : strcmp(stack, "slirp4netns") == 0 ? NET_SLIRP
+                                                       : NET_NONE;
         n->helper.pid = (pid_t)json_integer_value(json_object_get(json_object_get(net, "helper"), "pid"));
         n->helper.start = (uint64_t)json_integer_value(json_object_get(json_object_get(net, "helper"), "start"));
         n->watcher.pid = (pid_t)json_integer_value(json_object_get(json_object_get(net, "watcher"), "pid"));
@@ -156,9 +158,9 @@ static void mounts_parse(const json_t *a, nstate *s) {
         json_array_foreach(a, i, m) {
                 if (!cm_json_str(m, "source") || !cm_json_str(m, "target"))
                         continue;
-                s->mounts[s->n_mounts++] = (struct nmount){xstrdup(cm_json_str(m, "source")),
-                                                           xstrdup(cm_json_str(m, "target")),
-                                                           json_is_true(json_object_get(m, "readonly"))};
+                s->mounts[s->n_mounts++] =
+                        (struct nmount){xstrdup(cm_json_str(m, "source")), xstrdup(cm_json_str(m, "target")),
+                                        json_is_true(json_object_get(m, "readonly"))};
         }
 }
 
@@ -172,23 +174,25 @@ static json_t *record_json(const nstate *s) {
         for (size_t i = 0; i < s->n_labels; i++)
                 (void)json_object_set_new(labels, s->labels[i].key, json_string(s->labels[i].value));
         j = json_pack("{s:s, s:s, s:s, s:I, s:{s:i, s:I}, s:{s:i, s:I}, s:b, s:b, s:b, s:b, s:o, "
-                         "s:{s:I, s:f, s:I, s:I}, s:o, s:o, s:s, s:o, s:o, s:o}",
-                         "id", s->id, "name", s->name, "image", s->image, "created_at", (json_int_t)s->created_at,
-                         "server", "pid", (int)s->server_pid, "start", (json_int_t)s->server_start, "init", "pid",
-                         (int)s->init_pid, "start", (json_int_t)s->init_start, "userns", s->userns, "ephemeral",
-                         s->ephemeral, "network", s->network, "readonly_rootfs", s->readonly_rootfs, "cgroup", cg,
-                         "limits", "memory_bytes", (json_int_t)s->limits.memory_bytes, "cpus", s->limits.cpus, "pids",
-                         (json_int_t)s->limits.pids, "tmpfs_bytes", (json_int_t)s->tmpfs_bytes, "argv",
-                         strv_json(s->argv), "env", strv_json(s->env), "workdir",
-                         s->workdir ? s->workdir : NATIVE_WORKDIR, "labels", labels, "net", net_json(&s->net),
-                         "ports", ports_json(&s->net));
+                      "s:{s:I, s:f, s:I, s:I}, s:o, s:o, s:s, s:o, s:o, s:o}",
+                      "id", s->id, "name", s->name, "image", s->image, "created_at", (json_int_t)s->created_at,
+                      "server", "pid", (int)s->server_pid, "start", (json_int_t)s->server_start, "init", "pid",
+                      (int)s->init_pid, "start", (json_int_t)s->init_start, "userns", s->userns, "ephemeral",
+                      s->ephemeral, "network", s->network, "readonly_rootfs", s->readonly_rootfs, "cgroup", cg,
+                      "limits", "memory_bytes", (json_int_t)s->limits.memory_bytes, "cpus", s->limits.cpus, "pids",
+                      (json_int_t)s->limits.pids, "tmpfs_bytes", (json_int_t)s->tmpfs_bytes, "argv", strv_json(s->argv),
+                      "env", strv_json(s->env), "workdir", s->workdir ? s->workdir : NATIVE_WORKDIR, "labels", labels,
+                      "net", net_json(&s->net), "ports", ports_json(&s->net));
         if (j)
                 (void)json_object_set_new(j, "mounts", mounts_json(s));
         if (j && s->image_id)
                 (void)json_object_set_new(j, "image_id", json_string(s->image_id));
+        if (j && s->exposed)
+                (void)json_object_set_new(j, "exposed_ports", strv_json(s->exposed));
         if (j && s->set_ids)
-                (void)json_object_set_new(j, "user", json_pack("{s:I, s:I}", "uid", (json_int_t)s->run_uid, "gid",
-                                                               (json_int_t)s->run_gid));
+                (void)json_object_set_new(
+                        j, "user",
+                        json_pack("{s:I, s:I}", "uid", (json_int_t)s->run_uid, "gid", (json_int_t)s->run_gid));
         return j;
 }
 
@@ -203,6 +207,8 @@ static int record_parse(const json_t *j, nstate *s) {
         s->name = xstrdup(cm_json_str(j, "name"));
         s->image = xstrdup(cm_json_str(j, "image"));
         s->image_id = cm_json_str(j, "image_id") ? xstrdup(cm_json_str(j, "image_id")) : NULL;
+        s->exposed = json_is_array(json_object_get(j, "exposed_ports")) ? json_strv(json_object_get(j, "exposed_ports"))
+                                                                        : NULL;
         if (json_is_object(json_object_get(j, "user"))) {
                 s->set_ids = true;
                 s->run_uid = (uid_t)json_integer_value(json_object_get(json_object_get(j, "user"), "uid"));
@@ -245,6 +251,9 @@ void state_free(nstate *s) {
         free(s->name);
         free(s->image);
         free(s->image_id);
+        for (char **p = s->exposed; p && *p; p++)
+                free(*p);
+        free(s->exposed);
         free(s->dir);
         free(s->workdir);
         cg_paths_free(&s->cg);
