@@ -29,6 +29,11 @@ typedef struct cm_registry_opts {
         unsigned parallel;          /* downloads at once; 0: 3 */
         const char *reuse_dir;      /* blobs by hex digest (the image store's) to link in instead of
                                      * fetching, each verified like the layout's own; NULL: none */
+        /* Called (on the fetching thread) for each blob once it is whole
+         * and verified in the layout, the config and the layers alike:
+         * what lets a caller unpack layers while others still download. */
+        void (*on_blob)(void *arg, const char *digest, const char *media_type);
+        void *on_blob_arg;
 } cm_registry_opts;
 
 /* Fetch `ref` into `layout_dir` (created when missing).  On success

@@ -228,6 +228,11 @@ static void report(blob *b, const cm_image_progress *progress, bool force) {
         progress->fn(progress->arg, b->what, (uint64_t)b->got, (uint64_t)b->d->size);
 }
 
+static void whole(rg_conn *c, const rg_desc *d) {
+        if (c->o && c->o->on_blob)
+                c->o->on_blob(c->o->on_blob_arg, d->digest, d->media_type ? d->media_type : "");
+}
+
 /* Run the transfers until all are done or one fails. */
 static int run(rg_conn *c, int blobs_fd, blob *v, size_t n, const cm_image_progress *progress, CURLM *m, cm_err *err) {
         unsigned parallel = c->o && c->o->parallel ? c->o->parallel : 3;
@@ -257,6 +262,7 @@ static int run(rg_conn *c, int blobs_fd, blob *v, size_t n, const cm_image_progr
                         if (blob_finish(b, blobs_fd, msg->data.result, err) < 0)
                                 return -1;
                         report(b, progress, true);
+                        whole(c, b->d);
                         blob_stop(b, blobs_fd, m);
                         active--;
                 }
@@ -292,6 +298,7 @@ int rg_fetch_blobs(rg_conn *c, int blobs_fd, const rg_desc *const *descs, size_t
                         v[i].done = true;
                         v[i].got = descs[i]->size;
                         report(&v[i], progress, true);
+                        whole(c, descs[i]);
                 }
         }
         if (!(m = curl_multi_init()))

@@ -255,6 +255,15 @@ describe('pull on the native runtime', T, () => {
           const blobs = path.join(own, 'images', 'pulls', l[0], 'blobs', 'sha256');
           return small.every((d) => fs.existsSync(path.join(blobs, d.slice(7))));
         }, 60000, 'the small layers fetched, the big one under way');
+        // and unpacked into the store meanwhile: layers unpack while others download
+        const unpacked = () => {
+          try {
+            return fs.readdirSync(path.join(own, 'images', 'layers')).length;
+          } catch {
+            return 0;
+          }
+        };
+        await eventually(() => unpacked() === small.length, 60000, 'the small layers unpacked while the big one downloads');
         proc.kill('SIGKILL');
         await exited;
       };
