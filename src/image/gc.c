@@ -20,16 +20,20 @@ static void strv_free(char **v) {
 }
 
 /* Everything in tmp/: only while no import holds gc.lock. */
-void img_clear_tmp(img_store *s) {
-        int fd = openat(s->dfd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+DIR *img_opendir(img_store *s, const char *rel) {
+        int fd = openat(s->dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d && fd >= 0)
+                (void)close(fd);
+        return d;
+}
+
+void img_clear_tmp(img_store *s) {
+        DIR *d = img_opendir(s, "tmp");
         struct dirent *de;
 
-        if (!d) {
-                if (fd >= 0)
-                        (void)close(fd);
+        if (!d)
                 return;
-        }
         while ((de = readdir(d)))
                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
                         img_remove_at(dirfd(d), de->d_name);
@@ -41,16 +45,12 @@ void img_clear_tmp(img_store *s) {
 /* Remove every entry of dir (relative to the store) whose name is not in
  * keep; the bytes it held. */
 static uint64_t sweep(img_store *s, const char *dir, char *const *keep, size_t n_keep) {
-        int fd = openat(s->dfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        DIR *d = img_opendir(s, dir);
         struct dirent *de;
         uint64_t bytes = 0;
 
-        if (!d) {
-                if (fd >= 0)
-                        (void)close(fd);
+        if (!d)
                 return 0;
-        }
         while ((de = readdir(d))) {
                 bool kept = false;
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

@@ -6,6 +6,7 @@
 #include "image/manifest.h"
 #include "image/store.h"
 
+#include <dirent.h>
 #include <sys/types.h>
 
 #define IMG_DEFAULT_MAX_SIZE ((uint64_t)8 << 30)
@@ -50,6 +51,9 @@ int img_index_write(img_store *s, const img_entry *v, size_t n, cm_err *err);
  * *ret_name: the name it matched, if by name. */
 ssize_t img_index_find(const img_entry *v, size_t n, const char *ref, char **ret_name);
 void img_strv_remove(char **v, size_t *n, const char *s);
+/* gc.c: a directory of the store (relative, no symlink followed) to
+ * read; NULL when it cannot be opened. */
+DIR *img_opendir(img_store *s, const char *rel);
 /* gc.c: everything in tmp/ (only while no import holds gc.lock). */
 void img_clear_tmp(img_store *s);
 /* pull.c: the layouts of stopped pulls that no pull holds; their bytes. */

@@ -117,16 +117,12 @@ static void *early_unpack(void *arg) {
 /* Whether a stopped pull's layout holds a whole blob to resume from. */
 static bool has_blobs(img_store *s, const char *key) {
         cleanup_free char *rel = xasprintf("pulls/%s/blobs/sha256", key);
-        int fd = openat(s->dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        DIR *d = img_opendir(s, rel);
         struct dirent *de;
         bool any = false;
 
-        if (!d) {
-                if (fd >= 0)
-                        (void)close(fd);
+        if (!d)
                 return false;
-        }
         while (!any && (de = readdir(d)))
                 any = de->d_name[0] != '.';
         (void)closedir(d);
@@ -210,16 +206,12 @@ int img_pull(img_store *s, const cm_image_ref *ref, const cm_registry_opts *o, c
 
 /* Layouts of pulls that stopped, unless a pull holds them. */
 uint64_t img_pulls_sweep(img_store *s) {
-        int fd = openat(s->dfd, "pulls", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        DIR *d = img_opendir(s, "pulls");
         struct dirent *de;
         uint64_t bytes = 0;
 
-        if (!d) {
-                if (fd >= 0)
-                        (void)close(fd);
+        if (!d)
                 return 0;
-        }
         while ((de = readdir(d))) {
                 cleanup_free char *lock_name = NULL;
                 int lock;

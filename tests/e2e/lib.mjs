@@ -269,6 +269,25 @@ export function heldConnections(pid, port) {
   return n;
 }
 
+// An http.Server listening on a free loopback port: { host: "127.0.0.1:PORT",
+// close() } where close also drops the connections still open (a held
+// response would keep server.close() waiting).
+export async function listenLoopback(server) {
+  const sockets = new Set();
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    host: `127.0.0.1:${server.address().port}`,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise((r) => server.close(r));
+    },
+  };
+}
+
 // The KEY=VALUE lines of DIR/env that tests/engines/start.sh and
 // tests/registry/start.sh write; { MISSING: missing } when there is none.
 export function readEnvFile(dir, missing) {

@@ -12,7 +12,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { BIN, envWith, eventually, readEnvFile, runCli, stdioClient, tmpDir } from './lib.mjs';
+import { BIN, envWith, eventually, listenLoopback, readEnvFile, runCli, stdioClient, tmpDir } from './lib.mjs';
 import { alive, call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 240000 };
@@ -70,7 +70,6 @@ function childrenOf(pid) {
 async function holdingProxy(target) {
   const held = new Set();
   const hits = new Map();
-  const sockets = new Set();
   const server = http.createServer((req, res) => {
     const m = /\/blobs\/(sha256:[0-9a-f]{64})$/.exec(req.url);
     if (m) hits.set(m[1], (hits.get(m[1]) || 0) + 1);
@@ -88,20 +87,7 @@ async function holdingProxy(target) {
     up.on('error', () => res.destroy());
     req.pipe(up);
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    host: `127.0.0.1:${server.address().port}`,
-    held,
-    hits,
-    close: () => {
-      for (const s of sockets) s.destroy();
-      return new Promise((r) => server.close(r));
-    },
-  };
+  return { ...(await listenLoopback(server)), held, hits };
 }
 
 // The layer digests of a test image, biggest last, from the registry's

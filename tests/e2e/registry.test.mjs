@@ -12,7 +12,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import os from 'node:os';
-import { BIN, envWith, eventually, readEnvFile, runCli, tmpDir } from './lib.mjs';
+import { BIN, envWith, eventually, listenLoopback, readEnvFile, runCli, tmpDir } from './lib.mjs';
 
 const T = { timeout: 180000 };
 const DIR = process.env.CM_REGISTRY_DIR || '/tmp/cm-registry';
@@ -277,7 +277,6 @@ function makeImage({ layers = [crypto.randomBytes(300000), crypto.randomBytes(20
 // they answered.  Counts requests per path.
 async function hostile(img, hooks = {}) {
   const hits = new Map();
-  const sockets = new Set();
   const server = http.createServer((req, res) => {
     hits.set(req.url, (hits.get(req.url) || 0) + 1);
     const m = /^\/v2\/([^]+?)\/(manifests|blobs)\/([^/]+)$/.exec(req.url);
@@ -294,19 +293,7 @@ async function hostile(img, hooks = {}) {
     res.writeHead(200, { 'Content-Length': b.length });
     res.end(b);
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    host: `127.0.0.1:${server.address().port}`,
-    hits,
-    close: () => {
-      for (const s of sockets) s.destroy();
-      return new Promise((r) => server.close(r));
-    },
-  };
+  return { ...(await listenLoopback(server)), hits };
 }
 
 describe('fetch-image against a hostile registry', T, () => {
