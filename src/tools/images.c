@@ -32,17 +32,22 @@ static int check_ref(const char *what, const json_t *v, cm_err *err) {
         const char *s = json_string_value(v);
         size_t n = json_string_length(v);
         if (!s || n == 0 || n > REF_MAX)
-                return cm_err_set(err, EINVAL, "%s: give an image reference of 1 to %d characters, e.g. "
-                                  "busybox:latest", what, REF_MAX);
+                return cm_err_set(err, EINVAL,
+                                  "%s: give an image reference of 1 to %d characters, e.g. "
+                                  "busybox:latest",
+                                  what, REF_MAX);
         if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= '0' && s[0] <= '9')))
-                return cm_err_set(err, EINVAL, "%s \"%.80s\" must start with a letter or a digit (an image "
-                                  "reference like busybox:latest or host:5000/repo:tag)", what, s);
+                return cm_err_set(err, EINVAL,
+                                  "%s \"%.80s\" must start with a letter or a digit (an image "
+                                  "reference like busybox:latest or host:5000/repo:tag)",
+                                  what, s);
         for (size_t i = 0; i < n; i++) {
                 unsigned char c = (unsigned char)s[i];
                 bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                           strchr("._-/:@", c) != NULL;
                 if (!ok || !c)
-                        return cm_err_set(err, EINVAL, "%s: character %zu (0x%02x) cannot be in an image reference; "
+                        return cm_err_set(err, EINVAL,
+                                          "%s: character %zu (0x%02x) cannot be in an image reference; "
                                           "references use letters, digits and . _ - / : @ only",
                                           what, i + 1, c);
         }
@@ -63,8 +68,10 @@ static int check_dockerfile(const json_t *v, cm_err *err) {
         }
         return 0;
 bad:
-        return cm_err_set(err, EINVAL, "dockerfile \"%.200s\" must be a path inside the context, relative to it "
-                          "(e.g. Dockerfile or docker/Dockerfile.dev): no leading /, no ..", s);
+        return cm_err_set(err, EINVAL,
+                          "dockerfile \"%.200s\" must be a path inside the context, relative to it "
+                          "(e.g. Dockerfile or docker/Dockerfile.dev): no leading /, no ..",
+                          s);
 }
 
 /* ---- progress ------------------------------------------------------------- */
@@ -165,9 +172,9 @@ static int list_images(mcp_call *call, json_t *args, json_t **ret, char **ret_te
         *ret = json_pack("{s:o}", "images", arr);
         *ret_text = xasprintf("%zu image%s", n, n == 1 ? "" : "s");
         for (size_t i = 0; i < n; i++) {
-                char *t = xasprintf("%s\n%s  %.19s  %llu bytes%s", *ret_text,
-                                    v[i].n_names ? v[i].names[0] : "<untagged>", v[i].id,
-                                    (unsigned long long)v[i].size, v[i].in_use ? "  in use" : "");
+                char *t =
+                        xasprintf("%s\n%s  %.19s  %llu bytes%s", *ret_text, v[i].n_names ? v[i].names[0] : "<untagged>",
+                                  v[i].id, (unsigned long long)v[i].size, v[i].in_use ? "  in use" : "");
                 free(*ret_text);
                 *ret_text = t;
         }
@@ -186,7 +193,8 @@ static int pull_image(mcp_call *call, json_t *args, json_t **ret, char **ret_tex
         cm_image_info info = {0};
         cm_backend *b;
 
-        if (check_ref("image", json_object_get(args, "image"), err) < 0 || cm_tool_writable(call, "pull_image", err) < 0)
+        if (check_ref("image", json_object_get(args, "image"), err) < 0 ||
+            cm_tool_writable(call, "pull_image", err) < 0)
                 return -1;
         if (imp && cm_policy_host_split(cfg, imp, true, &root, &rel, err) < 0)
                 return -1;
@@ -195,8 +203,8 @@ static int pull_image(mcp_call *call, json_t *args, json_t **ret, char **ret_tex
         if (!(b = IMAGE_BACKEND(call, image_pull, imp ? "import images yet" : "pull images yet", err)))
                 return -1;
         host = (cm_host_path){root, rel};
-        cm_pull_spec spec = {.ref = ref, .platform = cm_json_str(args, "platform"), .import = imp ? &host : NULL,
-                             .progress = &prog};
+        cm_pull_spec spec = {
+                .ref = ref, .platform = cm_json_str(args, "platform"), .import = imp ? &host : NULL, .progress = &prog};
         if (b->ops->image_pull(b, &spec, &cancel, &info, err) < 0)
                 return -1;
         *ret = image_json(&info);
@@ -230,11 +238,15 @@ static int build_image(mcp_call *call, json_t *args, json_t **ret, char **ret_te
                 return cm_err_set(err, E2BIG, "buildArgs: %zu values; at most 256", n_bargs);
         if (cm_policy_host_split(cfg, cm_json_str(args, "context"), true, &root, &rel, err) < 0)
                 return -1;
-        if (!(b = IMAGE_BACKEND(call, image_build, "build images yet", err)))
+        if (!(b = IMAGE_BACKEND(call, image_build,
+                                "build images yet (a server with --backend docker builds on Docker or Podman)", err)))
                 return -1;
         host = (cm_host_path){root, rel};
-        cm_build_spec spec = {.context = &host, .dockerfile = cm_json_str(args, "dockerfile"),
-                              .tag = cm_json_str(args, "tag"), .build_args = bargs, .n_build_args = n_bargs,
+        cm_build_spec spec = {.context = &host,
+                              .dockerfile = cm_json_str(args, "dockerfile"),
+                              .tag = cm_json_str(args, "tag"),
+                              .build_args = bargs,
+                              .n_build_args = n_bargs,
                               .progress = &prog};
         if (b->ops->image_build(b, &spec, &cancel, &info, err) < 0)
                 return -1;
@@ -265,7 +277,8 @@ static int prune_images(mcp_call *call, json_t *args, json_t **ret, char **ret_t
         cm_backend *b;
         if (cm_tool_writable(call, "prune_images", err) < 0)
                 return -1;
-        if (!(b = IMAGE_BACKEND(call, image_prune, "prune images yet", err)) || b->ops->image_prune(b, all, &pr, err) < 0)
+        if (!(b = IMAGE_BACKEND(call, image_prune, "prune images yet", err)) ||
+            b->ops->image_prune(b, all, &pr, err) < 0)
                 return -1;
         *ret = json_pack("{s:I, s:I}", "reclaimed_bytes", (json_int_t)pr.reclaimed, "images_removed",
                          (json_int_t)pr.images);
