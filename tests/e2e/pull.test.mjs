@@ -13,7 +13,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { BIN, envWith, eventually, listenLoopback, readEnvFile, runCli, stdioClient, tmpDir } from './lib.mjs';
-import { alive, call, nativeBackend, ok, refused } from './tools.mjs';
+import { alive, call, nativeBackend, ok, procsWith, refused } from './tools.mjs';
 
 const T = { timeout: 240000 };
 const DIR = process.env.CM_REGISTRY_DIR || '/tmp/cm-registry';
@@ -286,6 +286,27 @@ describe('pull on the native runtime', T, () => {
     } finally {
       await proxy.close();
       fs.rmSync(own, { recursive: true, force: true });
+    }
+  });
+
+  test('an image a run to completion is using is not removed until that run ends', T, async (t) => {
+    if (skipped(t)) return;
+    const s = await open();
+    const marker = `cm-hold-${process.pid}`;
+    try {
+      ok(await call(s, 'pull_image', { image: `${R}/zstd` }, { timeout: 180000 }));
+      // a run with no record: it holds the image while it runs
+      const run = call(s, 'run_container', { image: `${R}/zstd`, wait: true, timeout: 300,
+        command: ['/bin/busybox', 'sh', '-c', 'sleep 600; true', marker] });
+      await eventually(() => procsWith(marker).length > 0, 60000, 'the run under way');
+      refused(await call(s, 'remove_image', { image: `${R}/zstd` }), /a run_container with wait, still running/);
+      assert.ok(ok(await call(s, 'list_images', {})).images.find((i) => i.names.includes(`${R}/zstd:latest`)).in_use);
+      for (const pid of procsWith(marker)) process.kill(pid, 'SIGKILL');
+      const out = ok(await run);
+      assert.equal(out.exitCode, 137);
+      ok(await call(s, 'remove_image', { image: `${R}/zstd` }));
+    } finally {
+      await s.close();
     }
   });
 

@@ -547,11 +547,14 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
         launch l;
         int64_t t0 = cm_now_ms();
         siginfo_t si = {0};
+        cleanup_close int hold = -1;
         int r;
 
         *ret = (cm_exec_result){0};
         if (check_spec(n, spec, true, err) < 0)
                 return -1;
+        /* the image stays while this runs (no record says it is in use) */
+        hold = native_image_hold(n, spec->image);
         /* A warm sandbox when one fits and is ready. */
         r = pool_run(n, spec, cancel, ret, err);
         if (r != 1) {

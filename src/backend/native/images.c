@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,6 +51,48 @@ int native_store(native *n, img_store **ret, cm_err *err) {
 
 /* ---- in use ---------------------------------------------------------------- */
 
+/* Runs to completion have no record: each holds <store>/inuse/<hex>.lock
+ * shared for its whole run (in this server or another on the same state
+ * dir), and removal finds it held.  The files stay: one unlinked while a
+ * run waits to lock it would hide that run from the next check. */
+static char *hold_path(img_store *s, const char *manifest) {
+        return xasprintf("%s/inuse/%s.lock", img_store_dir(s), manifest + 7);
+}
+
+int native_image_hold(native *n, const char *ref) {
+        img_store *s;
+        img_entry e = {0};
+        cm_err err = CM_ERR_INIT;
+        cleanup_free char *dir = NULL, *path = NULL;
+        int fd;
+
+        if (!native_image_is_stored(ref) || native_store(n, &s, &err) < 0 || img_resolve(s, ref, &e, &err) < 0)
+                return -1; /* nothing to hold; the run says what is wrong */
+        dir = xasprintf("%s/inuse", img_store_dir(s));
+        (void)mkdir(dir, 0700);
+        path = hold_path(s, e.manifest);
+        img_entry_clear(&e);
+        fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 && flock(fd, LOCK_SH) < 0) {
+                (void)close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+static bool held(native *n, const char *manifest) {
+        img_store *s;
+        cm_err err = CM_ERR_INIT;
+        cleanup_free char *path = NULL;
+        cleanup_close int fd = -1;
+
+        if (native_store(n, &s, &err) < 0)
+                return false;
+        path = hold_path(s, manifest);
+        fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        return fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+}
+
 static bool in_use(void *arg, const char *manifest, char **ret_container) {
         native *n = arg;
         nstate *v = NULL;
@@ -57,6 +100,11 @@ static bool in_use(void *arg, const char *manifest, char **ret_container) {
         cm_err e = CM_ERR_INIT;
         bool used = false;
 
+        if (held(n, manifest)) {
+                if (ret_container)
+                        *ret_container = xstrdup("(a run_container with wait, still running)");
+                return true;
+        }
         if (state_list(n, &v, &nv, &e) < 0)
                 return true; /* cannot tell: keep it */
         for (size_t i = 0; i < nv; i++) {

@@ -348,6 +348,9 @@ bool native_image_is_stored(const char *image);
 img_owner native_image_owner(const native *n);
 int native_store(native *n, img_store **ret, cm_err *err);
 int native_image_resolve(native *n, const char *ref, native_image *ret, cm_err *err);
+/* A run to completion of a stored image holds it (a shared flock) until it
+ * ends, so removal sees it in use: the fd to close, or -1 (not stored). */
+int native_image_hold(native *n, const char *ref);
 void native_image_clear(native_image *im);
 /* The image config's User ("name", "uid", "uid:gid", "name:group") as ids,
  * names looked up in the image's own /etc/passwd and /etc/group. */
