@@ -49,6 +49,8 @@ static void progress(void *arg, const char *what, uint64_t done, uint64_t total)
         (void)arg;
         if (total)
                 fprintf(stderr, "%s (%" PRIu64 "/%" PRIu64 ")\n", what, done, total);
+        else if (done == 0)
+                fprintf(stderr, "%s\n", what);
 }
 
 static void print_image(const char *what, const cm_image_info *info) {

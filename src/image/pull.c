@@ -38,8 +38,10 @@
 
 /* The lock of one pull; waits (for another pull of the same image) until
  * it is free or the caller cancels. */
-static int pull_lock(img_store *s, const char *key, const cm_cancel *cancel, cm_err *err) {
+static int pull_lock(img_store *s, const char *key, const cm_image_progress *prog, const cm_cancel *cancel,
+                     cm_err *err) {
         cleanup_free char *name = xasprintf("pulls/%s.lock", key);
+        bool said = false;
 
         for (;;) {
                 int fd = img_lock(s, name, LOCK_EX | LOCK_NB);
@@ -47,6 +49,9 @@ static int pull_lock(img_store *s, const char *key, const cm_cancel *cancel, cm_
                         return fd;
                 if (errno != EWOULDBLOCK)
                         return cm_err_sys(err, errno, "image store: cannot lock %s/%s", s->dir, name);
+                if (!said && prog && prog->fn)
+                        prog->fn(prog->arg, "waiting for another pull of the same image to finish", 0, 0);
+                said = true;
                 if (cm_cancelled(cancel))
                         return cm_err_set(err, ECANCELED, "cancelled while another pull of the same image ran");
                 /* flock has no timed form: look again when the caller
@@ -147,7 +152,7 @@ int img_pull(img_store *s, const cm_image_ref *ref, const cm_registry_opts *o, c
                 return cm_err_sys(err, errno, "image store: cannot create %s/pulls", s->dir);
         cm_sha256(keyed, strlen(keyed), sum);
         cm_hex(sum, sizeof sum, key);
-        if ((lock = pull_lock(s, key, cancel, err)) < 0)
+        if ((lock = pull_lock(s, key, prog, cancel, err)) < 0)
                 return -1;
         if (!opts.max_size)
                 opts.max_size = (int64_t)s->max_size;

@@ -65,29 +65,56 @@ function childrenOf(pid) {
 }
 
 // A proxy to the registry that holds the blobs in `held` after their first
-// 64 KiB (headers and part of the body sent, then nothing) and counts the
-// blob requests; everything else passes through.
+// 64 KiB (headers and part of the body sent, the rest kept back until
+// release()) and counts the requests (`requests`) and each blob's (`hits`);
+// everything else passes through.
 async function holdingProxy(target) {
   const held = new Set();
   const hits = new Map();
+  const pending = [];
+  let requests = 0;
   const server = http.createServer((req, res) => {
+    requests++;
     const m = /\/blobs\/(sha256:[0-9a-f]{64})$/.exec(req.url);
     if (m) hits.set(m[1], (hits.get(m[1]) || 0) + 1);
     const up = http.request({ host: target.split(':')[0], port: target.split(':')[1], path: req.url, method: req.method,
       headers: { ...req.headers, host: target } }, (ur) => {
       res.writeHead(ur.statusCode, ur.headers);
       if (!m || !held.has(m[1])) return ur.pipe(res);
+      const p = { rest: [], ended: false, released: false };
+      pending.push(p);
       let sent = 0;
       ur.on('data', (b) => {
-        if (sent >= 65536) return;
-        res.write(b.subarray(0, 65536 - sent));
-        sent += Math.min(b.length, 65536 - sent);
+        if (p.released) return res.write(b);
+        const n = Math.max(0, Math.min(b.length, 65536 - sent));
+        if (n) res.write(b.subarray(0, n));
+        sent += n;
+        if (n < b.length) p.rest.push(b.subarray(n));
       });
+      ur.on('end', () => {
+        p.ended = true;
+        if (p.released) res.end();
+      });
+      p.release = () => {
+        p.released = true;
+        for (const b of p.rest) res.write(b);
+        if (p.ended) res.end();
+      };
     });
     up.on('error', () => res.destroy());
     req.pipe(up);
   });
-  return { ...(await listenLoopback(server)), held, hits };
+  return {
+    ...(await listenLoopback(server)),
+    held,
+    hits,
+    requests: () => requests,
+    // what is held goes on; later requests pass
+    release: () => {
+      held.clear();
+      for (const p of pending.splice(0)) p.release();
+    },
+  };
 }
 
 // The layer digests of a test image, biggest last, from the registry's
@@ -283,6 +310,40 @@ describe('pull on the native runtime', T, () => {
       r = await cli(['pull', `${ref}:latest`], env);
       assert.equal(r.code, 0, r.stderr);
       for (const d of layers) assert.equal(proxy.hits.get(d), counts.get(d), `layer ${d} was fetched again`);
+    } finally {
+      await proxy.close();
+      fs.rmSync(own, { recursive: true, force: true });
+    }
+  });
+
+  test('two pulls of one reference take turns: the second waits, then finds the image whole', T, async (t) => {
+    if (skipped(t)) return;
+    const own = tmpDir('cmcp-pull-turns-');
+    const env = { ...ENV, CONTAINER_MCP_STATE_DIR: own };
+    const proxy = await holdingProxy(R);
+    try {
+      const layers = await layersOf('python');
+      const big = layers[layers.length - 1];
+      proxy.held.add(big);
+      const ref = `${proxy.host}/python`;
+      const first = runCli(['pull', ref], { env, timeout: 180000 });
+      await eventually(() => proxy.hits.get(big) === 1, 60000, 'the first pull under way');
+      const asked = proxy.requests();
+      const proc = spawn(BIN, ['pull', ref], { env: envWith(env), stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      proc.stderr.on('data', (d) => (stderr += d));
+      const second = new Promise((r) => proc.once('exit', (code) => r(code)));
+      // the second waits on the first's lock, and says so; nothing more
+      // reaches the registry meanwhile (it would ask for the manifest first)
+      await eventually(() => /waiting for another pull of the same image/.test(stderr), 60000, 'the second pull waiting');
+      assert.equal(proxy.requests(), asked, 'the second pull asked the registry while the first held the lock');
+      proxy.release();
+      const a = await first;
+      assert.equal(a.code, 0, a.stderr);
+      assert.equal(await second, 0, stderr);
+      assert.equal(proxy.hits.get(big), 1, 'the second pull found the image whole: nothing fetched again');
+      const r = await runCli(['image', 'list'], { env });
+      assert.equal(r.stdout.split('\n').filter((l) => l.includes(`${proxy.host}/python:latest`)).length, 1, r.stdout);
     } finally {
       await proxy.close();
       fs.rmSync(own, { recursive: true, force: true });
