@@ -81,8 +81,9 @@ async function holdingProxy(target) {
       headers: { ...req.headers, host: target } }, (ur) => {
       res.writeHead(ur.statusCode, ur.headers);
       if (!m || !held.has(m[1])) return ur.pipe(res);
-      const p = { rest: [], ended: false, released: false };
+      const p = { rest: [], ended: false, released: false, closed: false };
       pending.push(p);
+      res.on('close', () => (p.closed = true));
       let sent = 0;
       ur.on('data', (b) => {
         if (p.released) return res.write(b);
@@ -109,6 +110,8 @@ async function holdingProxy(target) {
     held,
     hits,
     requests: () => requests,
+    // held responses whose client has not hung up
+    heldOpen: () => pending.filter((p) => !p.closed).length,
     // what is held goes on; later requests pass
     release: () => {
       held.clear();
@@ -312,6 +315,46 @@ describe('pull on the native runtime', T, () => {
       for (const d of layers) assert.equal(proxy.hits.get(d), counts.get(d), `layer ${d} was fetched again`);
     } finally {
       await proxy.close();
+      fs.rmSync(own, { recursive: true, force: true });
+    }
+  });
+
+  test('a cancelled pull_image stops its transfers and lists nothing; the next pull resumes', T, async (t) => {
+    if (skipped(t)) return;
+    const own = tmpDir('cmcp-pull-cancel-');
+    const proxy = await holdingProxy(R);
+    const s = await open({ CONTAINER_MCP_STATE_DIR: own, CONTAINER_MCP_ALLOWED_REGISTRIES: proxy.host });
+    try {
+      const layers = await layersOf('python');
+      const big = layers[layers.length - 1];
+      proxy.held.add(big);
+      const ref = `${proxy.host}/python`;
+      const ac = new AbortController();
+      const p = call(s, 'pull_image', { image: ref }, { signal: ac.signal, timeout: 180000 });
+      p.catch(() => {});
+      // the small layers whole in the pull's layout, the big one held
+      await eventually(() => {
+        let l = [];
+        try {
+          l = fs.readdirSync(path.join(own, 'images', 'pulls')).filter((f) => !f.endsWith('.lock'));
+        } catch {
+          return false;
+        }
+        return proxy.heldOpen() === 1 && l.length === 1 && layers.slice(0, -1).every((d) =>
+          fs.existsSync(path.join(own, 'images', 'pulls', l[0], 'blobs', 'sha256', d.slice(7))));
+      }, 60000, 'the pull under way');
+      ac.abort();
+      await assert.rejects(p);
+      // well before the registry client's 30 s stall timeout would
+      await eventually(() => proxy.heldOpen() === 0, 15000, 'the server to hang up the held transfer');
+      assert.equal(ok(await call(s, 'list_images', {})).images.length, 0, 'nothing listed');
+      proxy.release();
+      ok(await call(s, 'pull_image', { image: ref }, { timeout: 180000 }));
+      for (const d of layers.slice(0, -1)) assert.equal(proxy.hits.get(d), 1, `layer ${d} fetched again after the cancel`);
+      assert.equal(proxy.hits.get(big), 2);
+    } finally {
+      await proxy.close(); // first: a transfer still held would keep the server's call, and its close, waiting
+      await s.close();
       fs.rmSync(own, { recursive: true, force: true });
     }
   });
