@@ -9,6 +9,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_SHANI 1
 #endif
@@ -87,12 +88,17 @@ __attribute__((target("sha,sse4.1"))) static void blocks_shani(uint32_t h[8], co
 }
 
 static bool shani(void) {
-        static int have = -1; /* racy but idempotent: every thread finds the same */
-        if (have < 0) {
-                __builtin_cpu_init();
-                have = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+        /* computed once; threads that race here all store the same */
+        static int have = -1;
+        int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+        if (h < 0) {
+                unsigned a, b, c, d;
+                bool sha = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
+                bool sse41 = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 19));
+                h = sha && sse41;
+                __atomic_store_n(&have, h, __ATOMIC_RELAXED);
         }
-        return have;
+        return h;
 }
 #endif
 
