@@ -564,7 +564,9 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
                         cm_exec_result_clear(ret);
                 return r;
         }
-        if (launch_start(n, spec, L_WAIT, &l, err) < 0) {
+        r = launch_start(n, spec, L_WAIT, &l, err);
+        pool_primed(n); /* the pool's work waits until this sandbox is up */
+        if (r < 0) {
                 launch_discard(&l);
                 launch_free(&l);
                 return -1;

@@ -732,6 +732,7 @@ typedef struct native_pool {
         size_t target; /* warm sandboxes to keep ready, of the host image and of `image` */
         char image[72];      /* the stored image (manifest digest) last run to completion; "": none */
         unsigned generation; /* bumped when images are removed: older boxes are not used */
+        bool primed;         /* the run that started the pool has its sandbox: boxes may be made */
         warm_box ready[POOL_MAX * 2];
         unsigned ready_gen[POOL_MAX * 2];
         size_t n_ready;
@@ -743,6 +744,11 @@ void pool_stop(native *n);
 /* 1: nothing warm fits (start a sandbox the usual way); 0 or -1 as
  * run_wait. */
 int pool_run(native *n, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err);
+/* The run to completion that found no warm sandbox has started its own:
+ * the pool's first boxes are made after that, not while it starts (on a
+ * fresh state dir the first box also copies the host's /etc, which would
+ * slow the server's first run several times over). */
+void pool_primed(native *n);
 /* Images were removed: warm sandboxes of stored images are not used again
  * (their layers may be gone) and are torn down. */
 void pool_forget_images(native *n);

@@ -85,7 +85,7 @@ static void *pool_thread(void *arg) {
                  * host image's boxes first, then those of the stored
                  * image last run. */
                 bool host = count_ready(p, "") < p->target;
-                if ((host || (p->image[0] && count_ready(p, p->image) < p->target)) && failures < 3) {
+                if (p->primed && (host || (p->image[0] && count_ready(p, p->image) < p->target)) && failures < 3) {
                         warm_box w;
                         cm_err err = CM_ERR_INIT;
                         char image[sizeof p->image];
@@ -166,6 +166,16 @@ void pool_stop(native *n) {
         (void)pthread_mutex_destroy(&p->lock);
         free(p);
         n->pool = NULL;
+}
+
+void pool_primed(native *n) {
+        native_pool *p = n->pool;
+        if (!p || __atomic_load_n(&p->primed, __ATOMIC_RELAXED))
+                return;
+        (void)pthread_mutex_lock(&p->lock);
+        p->primed = true;
+        (void)pthread_cond_signal(&p->cond);
+        (void)pthread_mutex_unlock(&p->lock);
 }
 
 void pool_forget_images(native *n) {
