@@ -94,7 +94,8 @@ check_no_leaks() {
         done < <(find "$cg" -mindepth 1 -type d)
         # .../container-mcp/<tag>/<anything>: a container's (or a server's)
         while read -r d; do
-                echo "LEAK: cgroup ${d#"$cg"}"
+                # when it was made: the test whose "ended" time follows it made it
+                echo "LEAK: cgroup ${d#"$cg"} (made $(stat -c %y "$d" | cut -c12-26))"
                 bad=1
         done < <(find "$cg" -path '*/container-mcp/*/*' -type d)
         for d in /proc/[0-9]*; do
@@ -169,7 +170,7 @@ run() { # name, command...
         timeout -k 5 "$(arg cmtimeout)" "$@" </dev/null 2>&1 | tee "$results/$name.log"
         rc=${PIPESTATUS[0]}
         echo "$rc" >"$results/$name.rc"
-        echo "=== $name: exit $rc, $((($(date +%s%N) - t0) / 1000000)) ms"
+        echo "=== $name: exit $rc, $((($(date +%s%N) - t0) / 1000000)) ms (ended $(date +%T.%N))"
 }
 
 # Each test binary as nobody in a delegated cgroup of its own: detect_v2's
