@@ -29,6 +29,7 @@
 #include "backend/native/internal.h"
 #include "backend/native/linux.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 static const char *const ctrl_names[CG__N] = {"memory", "cpu", "cpuacct", "pids", "freezer", "blkio"};
 
@@ -571,7 +572,12 @@ void cg_kill(const cg_paths *p) {
 }
 
 /* rmdir a cgroup, its children first; processes just killed may take a
- * moment to leave, so EBUSY is retried for a bounded time. */
+ * moment to leave, so EBUSY is retried for a bounded time: up to 2 s (a
+ * sandbox's pid 1 takes its whole namespace down first, which on a loaded
+ * machine outlasted the ~0.1 s this once allowed, and the cgroup stayed
+ * behind with its record gone). */
+#define RM_CGROUP_MS 2000
+
 static int rm_cgroup(const char *dir) {
         DIR *d = opendir(dir);
         struct dirent *de;
@@ -585,15 +591,16 @@ static int rm_cgroup(const char *dir) {
                 }
         }
         (void)closedir(d);
-        for (int i = 0; i < 100; i++) {
+        for (int64_t t0 = cm_now_ms(), i = 0;; i++) {
                 if (rmdir(dir) == 0 || errno == ENOENT)
                         return 0;
                 if (errno != EBUSY)
                         return -errno;
+                if (cm_now_ms() - t0 > RM_CGROUP_MS)
+                        return -EBUSY;
                 (void)kill_listed(dir);
-                settle(i);
+                settle(i < 1000 ? (int)i : 1000);
         }
-        return -EBUSY;
 }
 
 void cg_release(const cg_paths *p) {
