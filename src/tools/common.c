@@ -174,8 +174,7 @@ int cm_tool_find(mcp_call *call, cm_backend *b, const char *ref, cm_container_in
         return find_checked(call, b, ref, false, ret, err);
 }
 
-static cm_backend *target(mcp_call *call, const char *ref, size_t op_offset, const char *what, bool codex,
-                          cm_container_info *ret, cm_err *err) {
+cm_backend *cm_tool_backend_op(mcp_call *call, size_t op_offset, const char *what, cm_err *err) {
         cm_backend *b = cm_tool_backend(call, err);
         if (!b)
                 return NULL;
@@ -184,6 +183,14 @@ static cm_backend *target(mcp_call *call, const char *ref, size_t op_offset, con
                 (void)cm_tool_unsupported(b, what, err);
                 return NULL;
         }
+        return b;
+}
+
+static cm_backend *target(mcp_call *call, const char *ref, size_t op_offset, const char *what, bool codex,
+                          cm_container_info *ret, cm_err *err) {
+        cm_backend *b = cm_tool_backend_op(call, op_offset, what, err);
+        if (!b)
+                return NULL;
         return find_checked(call, b, ref, codex, ret, err) < 0 ? NULL : b;
 }
 

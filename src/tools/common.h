@@ -16,6 +16,9 @@
 
 /* The active backend; NULL with an error that says why when there is none. */
 cm_backend *cm_tool_backend(mcp_call *call, cm_err *err);
+/* The active backend when it has the operation at op_offset (offsetof in
+ * cm_backend_ops); else NULL and err says the backend cannot `what`. */
+cm_backend *cm_tool_backend_op(mcp_call *call, size_t op_offset, const char *what, cm_err *err);
 /* The error for a backend that lacks an operation ("cannot <what>"). */
 int cm_tool_unsupported(cm_backend *b, const char *what, cm_err *err);
 /* Refuse a tool that changes things when CONTAINER_MCP_READONLY is set. */

@@ -143,18 +143,7 @@ static char *image_text(const char *verb, const cm_image_info *i) {
                          i->id ? i->id : "?", (double)i->size / 1e6);
 }
 
-/* The active backend, with the image operation at `op_offset`. */
-static cm_backend *image_backend(mcp_call *call, size_t op_offset, const char *what, cm_err *err) {
-        cm_backend *b = cm_tool_backend(call, err);
-        if (!b)
-                return NULL;
-        if (!*(void *const *)((const char *)b->ops + op_offset)) {
-                (void)cm_tool_unsupported(b, what, err);
-                return NULL;
-        }
-        return b;
-}
-#define IMAGE_BACKEND(call, op, what, err) image_backend(call, offsetof(cm_backend_ops, op), what, err)
+#define IMAGE_BACKEND(call, op, what, err) cm_tool_backend_op(call, offsetof(cm_backend_ops, op), what, err)
 
 /* ---- the tools ------------------------------------------------------------ */
 
