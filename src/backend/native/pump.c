@@ -237,6 +237,16 @@ static void reader_release(reader *r, capbuf *out, capbuf *err) {
         reader_unref(r);
 }
 
+/* The control loop's own fds: the peeking dups of the output pipes and
+ * the write end of stdin. */
+static void close_fds(const int peek[2], int in_fd) {
+        for (int i = 0; i < 2; i++)
+                if (peek[i] >= 0)
+                        (void)close(peek[i]);
+        if (in_fd >= 0)
+                (void)close(in_fd);
+}
+
 int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_err *err) {
         size_t cap = io->cap ? io->cap : NATIVE_OUTPUT_CAP;
         int in_fd = io->in_fd;
@@ -251,11 +261,7 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                        io->err_fd >= 0 ? fcntl(io->err_fd, F_DUPFD_CLOEXEC, 3) : -1};
         reader *r = reader_start(io, cap, err);
         if (!r) {
-                for (int i = 0; i < 2; i++)
-                        if (peek[i] >= 0)
-                                (void)close(peek[i]);
-                if (in_fd >= 0)
-                        (void)close(in_fd);
+                close_fds(peek, in_fd);
                 t->kill(t->ctx);
                 return -1;
         }
@@ -301,14 +307,11 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                 if (poll(pf, n, wait < 0 ? -1 : (int)wait) < 0) {
                         if (errno == EINTR)
                                 continue;
+                        int e = errno;
                         reader_release(r, NULL, NULL);
-                        for (int i = 0; i < 2; i++)
-                                if (peek[i] >= 0)
-                                        (void)close(peek[i]);
-                        if (in_fd >= 0)
-                                (void)close(in_fd);
+                        close_fds(peek, in_fd);
                         t->kill(t->ctx);
-                        return cm_err_sys(err, errno, "poll on the sandbox's process");
+                        return cm_err_sys(err, e, "poll on the sandbox's process");
                 }
                 if (pf[idx_done].revents)
                         finished = true;
@@ -342,11 +345,7 @@ int pump_run(const pump_io *io, const pump_target *t, cm_exec_result *ret, cm_er
                         tick = cm_now_ms() + watch->every_ms;
                 }
         }
-        if (in_fd >= 0)
-                (void)close(in_fd);
-        for (int i = 0; i < 2; i++)
-                if (peek[i] >= 0)
-                        (void)close(peek[i]);
+        close_fds(peek, in_fd);
         capbuf out, errb;
         reader_release(r, &out, &errb);
         if (cancelled) {
