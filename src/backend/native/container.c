@@ -542,21 +542,16 @@ static int exit_code_of(const siginfo_t *si) {
         return 128 + si->si_status;
 }
 
-int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err) {
-        native *n = (native *)b;
+/* im: the stored image resolved, or NULL. */
+static int run_wait(native *n, const cm_run_spec *spec, const native_image *im, const cm_cancel *cancel,
+                    cm_exec_result *ret, cm_err *err) {
         launch l;
         int64_t t0 = cm_now_ms();
         siginfo_t si = {0};
-        cleanup_close int hold = -1;
         int r;
 
-        *ret = (cm_exec_result){0};
-        if (check_spec(n, spec, true, err) < 0)
-                return -1;
-        /* the image stays while this runs (no record says it is in use) */
-        hold = native_image_hold(n, spec->image);
         /* A warm sandbox when one fits and is ready. */
-        r = pool_run(n, spec, cancel, ret, err);
+        r = pool_run(n, spec, im, cancel, ret, err);
         if (r != 1) {
                 if (r == 0)
                         ret->duration_ms = cm_now_ms() - t0;
@@ -594,6 +589,26 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
         ret->duration_ms = cm_now_ms() - t0;
         if (r < 0)
                 cm_exec_result_clear(ret);
+        return r;
+}
+
+int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err) {
+        native *n = (native *)b;
+        native_image im = {0};
+        cm_err ignored = CM_ERR_INIT;
+        int hold = -1, r;
+
+        *ret = (cm_exec_result){0};
+        if (check_spec(n, spec, true, err) < 0)
+                return -1;
+        /* A stored image, resolved once for the hold and the pool (a name
+         * that resolves to nothing: the launch says why).  The hold keeps
+         * it while this runs: no record says it is in use. */
+        if (native_image_is_stored(spec->image) && native_image_resolve(n, spec->image, &im, &ignored) == 0)
+                hold = native_image_hold(n, im.e.manifest);
+        r = run_wait(n, spec, im.e.manifest ? &im : NULL, cancel, ret, err);
+        native_image_clear(&im);
+        closefd(&hold);
         return r;
 }
 

@@ -29,9 +29,7 @@ static uint64_t max_size(void) {
         return v && *v && cm_parse_size(v, &n) == 0 && n > 0 ? (uint64_t)n : 0;
 }
 
-img_owner native_image_owner(const native *n) {
-        return (img_owner){!n->rootless, n->map_uid, n->map_gid};
-}
+img_owner native_image_owner(const native *n) { return (img_owner){!n->rootless, n->map_uid, n->map_gid}; }
 
 int native_store(native *n, img_store **ret, cm_err *err) {
         int r = 0;
@@ -59,19 +57,17 @@ static char *hold_path(img_store *s, const char *manifest) {
         return xasprintf("%s/inuse/%s.lock", img_store_dir(s), manifest + 7);
 }
 
-int native_image_hold(native *n, const char *ref) {
+int native_image_hold(native *n, const char *manifest) {
         img_store *s;
-        img_entry e = {0};
         cm_err err = CM_ERR_INIT;
         cleanup_free char *dir = NULL, *path = NULL;
         int fd;
 
-        if (!native_image_is_stored(ref) || native_store(n, &s, &err) < 0 || img_resolve(s, ref, &e, &err) < 0)
-                return -1; /* nothing to hold; the run says what is wrong */
+        if (native_store(n, &s, &err) < 0)
+                return -1;
         dir = xasprintf("%s/inuse", img_store_dir(s));
         (void)mkdir(dir, 0700);
-        path = hold_path(s, e.manifest);
-        img_entry_clear(&e);
+        path = hold_path(s, manifest);
         fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0 && flock(fd, LOCK_SH) < 0) {
                 (void)close(fd);
@@ -183,9 +179,9 @@ int native_image_pull(cm_backend *b, const cm_pull_spec *spec, const cm_cancel *
                 return pull(n, s, spec, cancel, ret, err);
         /* the allowed root as policy canonicalised it, no symlink on the way;
          * everything below it is opened beneath it (import.c) */
-        root = sys_openat2(AT_FDCWD, spec->import->root,
-                           &(struct cm_open_how){.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-                                                 .resolve = RESOLVE_NO_SYMLINKS});
+        root = sys_openat2(
+                AT_FDCWD, spec->import->root,
+                &(struct cm_open_how){.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS});
         if (root < 0 && errno == ENOSYS)
                 root = open(spec->import->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (root < 0)

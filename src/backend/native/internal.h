@@ -349,8 +349,8 @@ img_owner native_image_owner(const native *n);
 int native_store(native *n, img_store **ret, cm_err *err);
 int native_image_resolve(native *n, const char *ref, native_image *ret, cm_err *err);
 /* A run to completion of a stored image holds it (a shared flock) until it
- * ends, so removal sees it in use: the fd to close, or -1 (not stored). */
-int native_image_hold(native *n, const char *ref);
+ * ends, so removal sees it in use: the fd to close, or -1. */
+int native_image_hold(native *n, const char *manifest);
 void native_image_clear(native_image *im);
 /* The image config's User ("name", "uid", "uid:gid", "name:group") as ids,
  * names looked up in the image's own /etc/passwd and /etc/group. */
@@ -743,7 +743,8 @@ typedef struct native_pool {
 void pool_stop(native *n);
 /* 1: nothing warm fits (start a sandbox the usual way); 0 or -1 as
  * run_wait. */
-int pool_run(native *n, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err);
+int pool_run(native *n, const cm_run_spec *spec, const native_image *im, const cm_cancel *cancel, cm_exec_result *ret,
+             cm_err *err);
 /* The run to completion that found no warm sandbox has started its own:
  * the pool's first boxes are made after that, not while it starts (on a
  * fresh state dir the first box also copies the host's /etc, which would

@@ -205,9 +205,8 @@ static int take_ready(native_pool *p, const char *image, warm_box *ret) {
         return 1;
 }
 
-int pool_run(native *n, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err) {
-        native_image im = {0};
-        cm_err ignored = CM_ERR_INIT;
+int pool_run(native *n, const cm_run_spec *spec, const native_image *im, const cm_cancel *cancel, cm_exec_result *ret,
+             cm_err *err) {
         native_pool *p;
         warm_box w;
         bool stored;
@@ -219,32 +218,29 @@ int pool_run(native *n, const cm_run_spec *spec, const cm_cancel *cancel, cm_exe
         (void)pthread_mutex_unlock(&n->lock);
         if (!p || !fits(spec))
                 return 1;
-        /* A stored image by its manifest: a box made for it runs it only
-         * while the name still means that image.  Any failure: the usual
-         * way, which says what is wrong. */
+        /* A stored image by its manifest (im, resolved by the caller): a
+         * box made for it runs it only while the name still means that
+         * image.  Not resolved: the usual way, which says what is wrong. */
         stored = !is_host(spec->image);
         /* without overlayfs a stored image is a copy per sandbox, made and
          * removed with the run: not kept warm */
-        if (stored && (!n->overlay || native_image_resolve(n, spec->image, &im, &ignored) < 0))
+        if (stored && (!n->overlay || !im))
                 return 1;
         (void)pthread_mutex_lock(&p->lock);
-        if (stored && strcmp(p->image, im.e.manifest) != 0) {
+        if (stored && strcmp(p->image, im->e.manifest) != 0) {
                 /* the pool keeps boxes of the image last run, from now on */
-                (void)snprintf(p->image, sizeof p->image, "%s", im.e.manifest);
+                (void)snprintf(p->image, sizeof p->image, "%s", im->e.manifest);
                 retire_stale(p);
                 (void)pthread_cond_signal(&p->cond);
         }
-        r = take_ready(p, stored ? im.e.manifest : "", &w);
+        r = take_ready(p, stored ? im->e.manifest : "", &w);
         if (r == 0)
                 (void)pthread_cond_signal(&p->cond); /* make the next one */
         (void)pthread_mutex_unlock(&p->lock);
-        if (r == 1) {
-                native_image_clear(&im);
+        if (r == 1)
                 return 1;
-        }
 
-        r = native_warm_run(n, &w, stored ? &im : NULL, spec, cancel, ret, err);
-        native_image_clear(&im);
+        r = native_warm_run(n, &w, stored ? im : NULL, spec, cancel, ret, err);
 
         /* Spent either way: the thread tears it down, off our path. */
         (void)pthread_mutex_lock(&p->lock);
