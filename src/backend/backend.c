@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +9,8 @@
 #include "backend/apple/apple.h"
 #include "backend/docker/docker.h"
 #include "backend/native/native.h"
+#include "util/cleanup.h"
+#include "util/copy.h"
 
 static cm_backend *open_native(void) { return cm_native_open(); }
 static cm_backend *open_docker(void) { return cm_docker_open(); }
@@ -90,4 +94,21 @@ void cm_image_infos_free(cm_image_info *v, size_t n) {
 void cm_file_data_clear(cm_file_data *d) {
         free(d->data);
         memset(d, 0, sizeof *d);
+}
+
+/* The context directory, opened beneath its allowed root. */
+int cm_build_context_open(const cm_host_path *hp, cm_err *err) {
+        cleanup_close int root = open(hp->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), dir = -1;
+        cleanup_free char *name = NULL;
+        int fd;
+        if (root < 0)
+                return cm_err_sys(err, errno, "cannot open %s", hp->root);
+        if (!*hp->rel)
+                return take_fd(&root);
+        if (cm_open_parent_at(root, hp->rel, false, &dir, &name, err) < 0)
+                return -1;
+        fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return cm_err_sys(err, errno, "build context %s/%s must be a directory", hp->root, hp->rel);
+        return fd;
 }

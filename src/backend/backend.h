@@ -222,7 +222,15 @@ typedef struct cm_build_spec {
         const cm_kv *build_args;
         size_t n_build_args;
         const cm_image_progress *progress;
+        /* RUN steps of a native build: the server's defaults */
+        double cpus;
+        int64_t memory_bytes;
+        int64_t pids;
 } cm_build_spec;
+
+/* A build's context directory, opened beneath its allowed root (no
+ * symlink followed on the way): an fd, or -1. */
+int cm_build_context_open(const cm_host_path *hp, cm_err *err);
 
 typedef struct cm_prune_result {
         uint64_t reclaimed; /* bytes */

@@ -1,4 +1,4 @@
-/* `container-mcp image pull|import|list|rm|prune` (and `container-mcp pull`):
+/* `container-mcp image pull|import|build|list|rm|prune` (and `container-mcp pull`):
  * the native image store from the command line, through the native backend's own image operations
  * (so "in use" and the owners of unpacked files are the server's). */
 #include <errno.h>
@@ -25,6 +25,9 @@ static void usage(FILE *f) {
                    "  import FILE|DIR [NAME]  import an OCI image layout (directory or tar), a docker/podman\n"
                    "                          save archive, or a root file system tarball (.tar, .tar.gz,\n"
                    "                          .tar.zst), under NAME (e.g. busybox, myimage:1.0)\n"
+                   "  build DIR [-t NAME] [-f DOCKERFILE] [--build-arg K=V]...\n"
+                   "                          build the Dockerfile of the context DIR (the README's\n"
+                   "                          native builder part says which instructions)\n"
                    "  list                    the images: names, id, size, created, in use\n"
                    "  rm NAME [--force]       remove an image (refused while a container uses it,\n"
                    "                          unless --force: then it goes when the container does)\n"
@@ -167,6 +170,54 @@ static int do_prune(cm_backend *b, int argc, char **argv, cm_err *err) {
         return 0;
 }
 
+static int do_build(cm_backend *b, int argc, char **argv, cm_err *err) {
+        cleanup_free char *real = NULL, *root = NULL;
+        cleanup_free cm_kv *args = xcalloc((size_t)argc, sizeof *args);
+        const char *dir = NULL, *tag = NULL, *file = NULL;
+        size_t n_args = 0;
+        char *slash;
+        cm_image_progress prog = {progress, NULL};
+        cm_cancel cancel = {cm_stop_fd()};
+        cm_image_info info = {0};
+        cm_host_path hp;
+
+        for (int i = 1; i < argc; i++) {
+                if ((strcmp(argv[i], "-t") == 0 || strcmp(argv[i], "--tag") == 0) && i + 1 < argc)
+                        tag = argv[++i];
+                else if ((strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--file") == 0) && i + 1 < argc)
+                        file = argv[++i];
+                else if (strcmp(argv[i], "--build-arg") == 0 && i + 1 < argc && strchr(argv[i + 1], '=')) {
+                        char *kv = argv[++i], *eq = strchr(kv, '=');
+                        *eq = 0;
+                        args[n_args++] = (cm_kv){kv, eq + 1};
+                } else if (!dir && argv[i][0] != '-')
+                        dir = argv[i];
+                else
+                        return cmd_usage_error("image", "build takes DIR, -t NAME, -f DOCKERFILE, --build-arg K=V");
+        }
+        if (!dir)
+                return cmd_usage_error("image", "build needs the context directory");
+        real = realpath(dir, NULL);
+        if (!real)
+                return cm_err_sys(err, errno, "%s", dir);
+        slash = strrchr(real, '/');
+        root = slash == real ? xstrdup("/") : xstrndup(real, (size_t)(slash - real));
+        hp = (cm_host_path){root, slash + 1};
+        cmd_install_stop_signals();
+        cm_build_spec spec = {.context = &hp,
+                              .dockerfile = file,
+                              .tag = tag,
+                              .build_args = args,
+                              .n_build_args = n_args,
+                              .progress = &prog,
+                              .pids = 512};
+        if (b->ops->image_build(b, &spec, &cancel, &info, err) < 0)
+                return -1;
+        print_image("built", &info);
+        cm_image_info_clear(&info);
+        return 0;
+}
+
 int cmd_image(int argc, char **argv) {
         cm_config cfg;
         cm_err err = CM_ERR_INIT;
@@ -179,7 +230,7 @@ int cmd_image(int argc, char **argv) {
                 return sub ? 0 : 2;
         }
         if (strcmp(sub, "pull") && strcmp(sub, "import") && strcmp(sub, "list") && strcmp(sub, "ls") &&
-            strcmp(sub, "rm") && strcmp(sub, "prune"))
+            strcmp(sub, "rm") && strcmp(sub, "prune") && strcmp(sub, "build"))
                 return cmd_usage_error("image", "unknown command \"%s\"", sub);
         /* the settings are checked as the server checks them */
         if (cm_config_load(&cfg, NULL, &err) < 0) {
@@ -193,6 +244,8 @@ int cmd_image(int argc, char **argv) {
                 r = do_pull(b, argc - 1, argv + 1, &err);
         else if (strcmp(sub, "import") == 0)
                 r = do_import(b, argc - 1, argv + 1, &err);
+        else if (strcmp(sub, "build") == 0)
+                r = do_build(b, argc - 1, argv + 1, &err);
         else if (strcmp(sub, "list") == 0 || strcmp(sub, "ls") == 0)
                 r = argc == 2 ? do_list(b, &err) : cmd_usage_error("image", "list takes no arguments");
         else if (strcmp(sub, "rm") == 0)

@@ -9,9 +9,12 @@
 #include "image/dockerignore.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/cleanup.h"
 
@@ -395,4 +398,39 @@ bool cm_dockerignore_enter(const cm_dockerignore *d, const char *dir) {
                         return true;
         }
         return false;
+}
+
+/* ---- a build context's file ------------------------------------------------ */
+
+int cm_dockerignore_read(int ctx, const char *dockerfile, cm_dockerignore **ret, cm_err *err) {
+        cleanup_close int fd = openat(ctx, ".dockerignore", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        cleanup_free char *buf = NULL, *keep = NULL;
+        cm_dockerignore *d = cm_dockerignore_new();
+        size_t len = 0;
+        struct stat st;
+        if (fd >= 0) {
+                ssize_t k;
+                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > CM_DOCKERIGNORE_MAX_FILE) {
+                        cm_dockerignore_free(d);
+                        return cm_err_set(err, EINVAL, "the context's .dockerignore is not a regular file of at "
+                                          "most 1 MiB");
+                }
+                buf = xmalloc((size_t)st.st_size + 1);
+                while (len < (size_t)st.st_size && (k = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
+                        len += (size_t)k;
+                if (cm_dockerignore_parse(d, buf, len, err) < 0) {
+                        cm_dockerignore_free(d);
+                        return -1;
+                }
+        } else if (errno != ENOENT) {
+                cm_dockerignore_free(d);
+                return cm_err_sys(err, errno, "cannot open the context's .dockerignore");
+        }
+        keep = xasprintf("!%s", dockerfile);
+        if (cm_dockerignore_add(d, keep, err) < 0 || cm_dockerignore_add(d, "!.dockerignore", err) < 0) {
+                cm_dockerignore_free(d);
+                return -1;
+        }
+        *ret = d;
+        return 0;
 }

@@ -43,4 +43,10 @@ bool cm_dockerignore_excluded(const cm_dockerignore *d, const char *path);
  * text starts with "DIR/")? */
 bool cm_dockerignore_enter(const cm_dockerignore *d, const char *dir);
 
+/* The context's .dockerignore (none: nothing left out), read beneath the
+ * context directory ctx without following a symlink, with the Dockerfile
+ * and .dockerignore always kept, as the docker CLI does. */
+#define CM_DOCKERIGNORE_MAX_FILE (1 << 20)
+int cm_dockerignore_read(int ctx, const char *dockerfile, cm_dockerignore **ret, cm_err *err);
+
 #endif

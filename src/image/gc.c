@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image/build.h"
 #include "image/internal.h"
 #include "util/cleanup.h"
 
@@ -168,6 +169,7 @@ int img_prune(img_store *s, bool all, img_in_use_fn in_use, void *arg, uint64_t 
         r = removed ? img_index_write(s, v, n, err) : 0;
         if (r == 0) {
                 *ret_bytes = collect(s, v, n) + img_pulls_sweep(s);
+                img_cache_sweep(s);
                 *ret_images = removed;
                 img_clear_tmp(s);
         }

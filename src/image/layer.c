@@ -182,7 +182,13 @@ static void remove_depth(int dir, const char *name, int depth) {
         int fd = depth < MAX_DEPTH ? openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
         DIR *d;
         struct dirent *de;
+        struct stat st;
 
+        /* a rootless server's dir of mode 0 (overlayfs makes its work/work
+         * so): ours, so opened once made readable */
+        if (fd < 0 && errno == EACCES && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+            fchmodat(dir, name, 0700, 0) == 0)
+                fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {
                 (void)fchmod(fd, 0700); /* ours, whatever mode it came with */
                 if ((d = fdopendir(fd))) {

@@ -236,7 +236,10 @@ static int build_image(mcp_call *call, json_t *args, json_t **ret, char **ret_te
                               .tag = cm_json_str(args, "tag"),
                               .build_args = bargs,
                               .n_build_args = n_bargs,
-                              .progress = &prog};
+                              .progress = &prog,
+                              .cpus = cfg->default_cpus,
+                              .memory_bytes = cfg->default_memory,
+                              .pids = 512};
         if (b->ops->image_build(b, &spec, &cancel, &info, err) < 0)
                 return -1;
         *ret = image_json(&info);

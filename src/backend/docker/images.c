@@ -24,7 +24,6 @@
 
 #define DK_LINE_MAX (1u << 20)                      /* one object of a stream */
 #define DK_CONTEXT_MAX_BYTES ((uint64_t)4 << 30)    /* a build context */
-#define DK_DOCKERIGNORE_MAX (1u << 20)
 #define DK_OUTPUT_TAIL 480 /* bytes of a failed build's output in its error */
 
 /* ---- newline-delimited JSON, as it streams in ----------------------------- */
@@ -437,63 +436,11 @@ static void build_object(void *arg, const json_t *o) {
         }
 }
 
-/* The .dockerignore of the context (none: nothing left out), with the
- * Dockerfile and .dockerignore always sent, as the docker CLI does. */
-static int read_ignore(int ctx, const char *dockerfile, cm_dockerignore **ret, cm_err *err) {
-        cleanup_close int fd = openat(ctx, ".dockerignore", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        cleanup_free char *buf = NULL, *keep = NULL;
-        cm_dockerignore *d = cm_dockerignore_new();
-        size_t len = 0;
-        struct stat st;
-        if (fd >= 0) {
-                ssize_t k;
-                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > DK_DOCKERIGNORE_MAX) {
-                        cm_dockerignore_free(d);
-                        return cm_err_set(err, EINVAL, "the context's .dockerignore is not a regular file of at "
-                                          "most 1 MiB");
-                }
-                buf = xmalloc((size_t)st.st_size + 1);
-                while (len < (size_t)st.st_size && (k = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
-                        len += (size_t)k;
-                if (cm_dockerignore_parse(d, buf, len, err) < 0) {
-                        cm_dockerignore_free(d);
-                        return -1;
-                }
-        } else if (errno != ENOENT) {
-                cm_dockerignore_free(d);
-                return cm_err_sys(err, errno, "cannot open the context's .dockerignore");
-        }
-        keep = xasprintf("!%s", dockerfile);
-        if (cm_dockerignore_add(d, keep, err) < 0 || cm_dockerignore_add(d, "!.dockerignore", err) < 0) {
-                cm_dockerignore_free(d);
-                return -1;
-        }
-        *ret = d;
-        return 0;
-}
-
 static enum dk_tar_verdict ignore_filter(void *arg, const char *name, bool is_dir) {
         const cm_dockerignore *d = arg;
         if (!cm_dockerignore_excluded(d, name))
                 return DK_TAR_KEEP;
         return is_dir && cm_dockerignore_enter(d, name) ? DK_TAR_SKIP_ENTRY : DK_TAR_SKIP;
-}
-
-/* The context directory, opened beneath its allowed root. */
-static int open_context(const cm_host_path *hp, cm_err *err) {
-        cleanup_close int root = open(hp->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), dir = -1;
-        cleanup_free char *name = NULL;
-        int fd;
-        if (root < 0)
-                return cm_err_sys(err, errno, "cannot open %s", hp->root);
-        if (!*hp->rel)
-                return take_fd(&root);
-        if (cm_open_parent_at(root, hp->rel, false, &dir, &name, err) < 0)
-                return -1;
-        fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return cm_err_sys(err, errno, "build context %s/%s must be a directory", hp->root, hp->rel);
-        return fd;
 }
 
 static char *build_query(const cm_build_spec *spec, const char *dockerfile) {
@@ -527,7 +474,7 @@ int dk_image_build(cm_backend *b, const cm_build_spec *spec, const cm_cancel *ca
                    cm_err *err) {
         docker *d = dk_of(b);
         const char *dockerfile = spec->dockerfile ? spec->dockerfile : "Dockerfile";
-        cleanup_close int ctx = open_context(spec->context, err);
+        cleanup_close int ctx = cm_build_context_open(spec->context, err);
         cleanup_free char *path = NULL;
         build_state st = {.progress = spec->progress};
         dk_jsonl js = {.object = build_object, .arg = &st};
@@ -538,7 +485,7 @@ int dk_image_build(cm_backend *b, const cm_build_spec *spec, const cm_cancel *ca
         int r;
 
         memset(ret, 0, sizeof *ret);
-        if (ctx < 0 || read_ignore(ctx, dockerfile, &ign, err) < 0)
+        if (ctx < 0 || cm_dockerignore_read(ctx, dockerfile, &ign, err) < 0)
                 return -1;
         path = build_query(spec, dockerfile);
         w = dk_tarw_new(ctx, ".", "", DK_CONTEXT_MAX_BYTES);

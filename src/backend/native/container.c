@@ -41,6 +41,7 @@ typedef struct launch {
         bool overlay_failed; /* the overlay mount said "not here": copy */
         char *scratch;       /* run_wait: the image's copy, removed at the end */
         native_image img;    /* a stored image (images.c); e.manifest NULL: none */
+        const char *upper;   /* a build's RUN: where its changes go (rootfs_opts) */
         int ctl_fd;          /* run: the init's control socket (listening) */
         int ctl_pair[2];     /* warm: [0] ours, [1] the init's */
         int net_sync[2];     /* network: [0] ours, [1] the child's (#2, #3) */
@@ -259,9 +260,17 @@ static int lock_state(const native *n) {
 
 static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_name, launch *l, cm_err *err);
 
+/* A build's RUN (build.c): its image is the build's layers so far (moved
+ * into the launch), its changes go to upper. */
+typedef struct build_in {
+        native_image *im;
+        const char *upper;
+} build_in;
+
 /* The record first (so a crash leaves nothing a new server cannot find),
  * then cgroups, the mount plan, env and fds. */
-static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bool copy_image, launch *l, cm_err *err) {
+static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bool copy_image, build_in *b, launch *l,
+                   cm_err *err) {
         bool wait = kind != L_RUN;
         char id[17];
         int lock = -1, r;
@@ -282,7 +291,11 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
                       .copy_image = copy_image};
         if (check_spec(n, spec, kind == L_WAIT, err) < 0 || net_plan(n, spec, &l->st.net, err) < 0)
                 return -1;
-        if (native_image_is_stored(spec->image) && native_image_resolve(n, spec->image, &l->img, err) < 0)
+        if (b) {
+                l->img = *b->im;
+                *b->im = (native_image){0};
+                l->upper = b->upper;
+        } else if (native_image_is_stored(spec->image) && native_image_resolve(n, spec->image, &l->img, err) < 0)
                 return -1;
         native_random_id(id);
         l->st.id = xstrdup(id);
@@ -398,7 +411,7 @@ static int finish_prepare(native *n, const cm_run_spec *spec, const char *cg_nam
         ro = (rootfs_opts){l->st.image,          copy_dir,      n->stage_dir, n->etc_dir,
                            l->st.name,           resolv,        l->st.tmpfs_bytes,     spec->readonly_rootfs,
                            true,                 n->rootless ? NULL : n,        spec->mounts,  spec->n_mounts,
-                           stored ? l->img.lowers : NULL};
+                           stored ? l->img.lowers : NULL, l->upper};
         if (mnt_plan_build(&ro, &l->plan, err) < 0)
                 return -1;
         l->copy_image = copy;
@@ -520,13 +533,13 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
  * go) is started again, on a copy (rootfs.c).  On failure l still needs
  * launch_discard and launch_free. */
 static int launch_start(native *n, const cm_run_spec *spec, enum launch_kind kind, launch *l, cm_err *err) {
-        if (prepare(n, spec, kind, false, l, err) == 0 && start(n, spec, l, err) == 0)
+        if (prepare(n, spec, kind, false, NULL, l, err) == 0 && start(n, spec, l, err) == 0)
                 return 0;
         if (!l->overlay_failed)
                 return -1;
         launch_discard(l);
         launch_free(l);
-        if (prepare(n, spec, kind, true, l, err) < 0 || start(n, spec, l, err) < 0)
+        if (prepare(n, spec, kind, true, NULL, l, err) < 0 || start(n, spec, l, err) < 0)
                 return -1;
         return 0;
 }
@@ -542,12 +555,40 @@ static int exit_code_of(const siginfo_t *si) {
         return 128 + si->si_status;
 }
 
+/* A started run to completion: its output pumped until it ends, then
+ * everything of it gone (l freed). */
+static int wait_launch(native *n, const cm_run_spec *spec, launch *l, const cm_cancel *cancel, cm_exec_result *ret,
+                       cm_err *err) {
+        siginfo_t si = {0};
+        int r;
+        pump_io io = {.out_fd = l->out[0],
+                      .err_fd = l->eout[0],
+                      .in_fd = -1,
+                      .cap = spec->output_cap,
+                      .timeout_ms = spec->timeout_ms,
+                      .cancel = cancel};
+        pump_target t = {l->pidfd, kill_sandbox, l};
+
+        (void)n;
+        l->out[0] = l->eout[0] = -1; /* the pump closes them */
+        r = pump_run(&io, &t, ret, err);
+        if (r < 0)
+                (void)sys_pidfd_send_signal(l->pidfd, SIGKILL);
+        if (waitid((idtype_t)P_PIDFD, (id_t)l->pidfd, &si, WEXITED) == 0 && r == 0)
+                ret->exit_code = exit_code_of(&si);
+        /* The helper goes before we return: nothing of the run outlives it. */
+        net_stop(&l->st.net);
+        closefd(&l->pidfd);
+        (void)cg_destroy(&l->st.cg);
+        launch_free(l);
+        return r;
+}
+
 /* im: the stored image resolved, or NULL. */
 static int run_wait(native *n, const cm_run_spec *spec, const native_image *im, const cm_cancel *cancel,
                     cm_exec_result *ret, cm_err *err) {
         launch l;
         int64_t t0 = cm_now_ms();
-        siginfo_t si = {0};
         int r;
 
         /* A warm sandbox when one fits and is ready. */
@@ -566,26 +607,27 @@ static int run_wait(native *n, const cm_run_spec *spec, const native_image *im, 
                 launch_free(&l);
                 return -1;
         }
-        {
-                pump_io io = {.out_fd = l.out[0],
-                              .err_fd = l.eout[0],
-                              .in_fd = -1,
-                              .cap = spec->output_cap,
-                              .timeout_ms = spec->timeout_ms,
-                              .cancel = cancel};
-                pump_target t = {l.pidfd, kill_sandbox, &l};
-                l.out[0] = l.eout[0] = -1; /* the pump closes them */
-                r = pump_run(&io, &t, ret, err);
-        }
+        r = wait_launch(n, spec, &l, cancel, ret, err);
+        ret->duration_ms = cm_now_ms() - t0;
         if (r < 0)
-                (void)sys_pidfd_send_signal(l.pidfd, SIGKILL);
-        if (waitid((idtype_t)P_PIDFD, (id_t)l.pidfd, &si, WEXITED) == 0 && r == 0)
-                ret->exit_code = exit_code_of(&si);
-        /* The helper goes before we return: nothing of the run outlives it. */
-        net_stop(&l.st.net);
-        closefd(&l.pidfd);
-        (void)cg_destroy(&l.st.cg);
-        launch_free(&l);
+                cm_exec_result_clear(ret);
+        return r;
+}
+
+int native_build_run(native *n, const cm_run_spec *spec, native_image *im, const char *upper, const cm_cancel *cancel,
+                     cm_exec_result *ret, cm_err *err) {
+        build_in b = {im, upper};
+        launch l;
+        int64_t t0 = cm_now_ms();
+        int r;
+
+        *ret = (cm_exec_result){0};
+        if (prepare(n, spec, L_WAIT, false, &b, &l, err) < 0 || start(n, spec, &l, err) < 0) {
+                launch_discard(&l);
+                launch_free(&l);
+                return -1;
+        }
+        r = wait_launch(n, spec, &l, cancel, ret, err);
         ret->duration_ms = cm_now_ms() - t0;
         if (r < 0)
                 cm_exec_result_clear(ret);
@@ -644,7 +686,7 @@ int native_warm_create(native *n, const char *image, warm_box *ret, cm_err *err)
         if (image && !n->overlay)
                 return cm_err_set(err, ENOTSUP, "no warm sandbox of a stored image without overlayfs");
 
-        if (prepare(n, &spec, L_WARM, false, &l, err) == 0 && start(n, &spec, &l, err) == 0) {
+        if (prepare(n, &spec, L_WARM, false, NULL, &l, err) == 0 && start(n, &spec, &l, err) == 0) {
                 *ret = (warm_box){.pid = l.pid,
                                   .pidfd = take_fd(&l.pidfd),
                                   .conn = take_fd(&l.ctl_pair[0]),

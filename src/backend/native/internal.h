@@ -143,6 +143,8 @@ typedef struct rootfs_opts {
         size_t n_mounts;
         char *const *layers; /* a stored image: its layer dirs, top first
                                 (image is then its name) */
+        const char *upper;   /* a build's RUN: a host dir whose u/ and w/ are
+                                the overlay's upper and work dirs (kept) */
 } rootfs_opts;
 
 /* parent: the whole file system of a sandbox, as a list of steps. */
@@ -656,6 +658,13 @@ void state_reap_orphans(native *n);
 
 int native_run(cm_backend *b, const cm_run_spec *spec, char **ret_id, cm_err *err);
 int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err);
+/* A build's RUN (build.c): spec->argv in a sandbox on im's layers (im is
+ * moved in; its manifest is any non-NULL text, its cfg gives env, workdir
+ * and user), the changes in upper/u (rootfs_opts.upper), no pool. */
+int native_build_run(native *n, const cm_run_spec *spec, native_image *im, const char *upper, const cm_cancel *cancel,
+                     cm_exec_result *ret, cm_err *err);
+int native_image_build(cm_backend *b, const cm_build_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
+                       cm_err *err);
 int native_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
                 cm_err *err);
 int native_list(cm_backend *b, bool all, cm_container_info **ret, size_t *ret_n, cm_err *err);

@@ -222,10 +222,18 @@ static int plan_store_image(const rootfs_opts *o, mnt_plan *p, cm_err *err) {
                 p->ops[p->n - 1].detach = o->n != NULL;
                 lower = xasprintf("%s%s%s", prev, i ? ":" : "", name);
         }
-        opts = xasprintf("%s,upperdir=.upper,workdir=.work%s", lower, o->userns ? ",userxattr" : "");
+        if (o->upper) {
+                /* a build's RUN: its changes stay on the host (build.c) */
+                mnt_add(p, MNT_MKDIR, NULL, ".build", NULL, 0, 0755);
+                mnt_add(p, MNT_BIND, o->upper, ".build", NULL, 0, 0);
+                p->ops[p->n - 1].detach = o->n != NULL;
+                opts = xasprintf("%s,upperdir=.build/u,workdir=.build/w%s", lower, o->userns ? ",userxattr" : "");
+        } else {
+                opts = xasprintf("%s,upperdir=.upper,workdir=.work%s", lower, o->userns ? ",userxattr" : "");
+                mnt_add(p, MNT_MKDIR, NULL, ".upper", NULL, 0, 0755);
+                mnt_add(p, MNT_MKDIR, NULL, ".work", NULL, 0, 0700);
+        }
         free(lower);
-        mnt_add(p, MNT_MKDIR, NULL, ".upper", NULL, 0, 0755);
-        mnt_add(p, MNT_MKDIR, NULL, ".work", NULL, 0, 0700);
         mnt_add(p, MNT_MKDIR, NULL, ".root", NULL, 0, 0755);
         mnt_add(p, MNT_OVERLAY, NULL, ".root", opts, MS_NOSUID | MS_NODEV, 0);
         return plan_image_etc(o, p);

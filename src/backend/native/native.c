@@ -424,6 +424,7 @@ static const cm_backend_ops native_ops = {
         .image_pull = native_image_pull,
         .image_remove = native_image_remove,
         .image_prune = native_image_prune,
+        .image_build = native_image_build,
         .free = native_free,
 };
 
