@@ -213,10 +213,11 @@ int img_tar_add_archive(img_tar *t, int fd, const char *dir, bool chown, uid_t u
                 la_ssize_t got;
 
                 if (!name || (hl && !target)) {
+                        r = cm_err_set(err, EINVAL,
+                                       "the archive's entry \"%s\" leaves its directory (\"..\"): refused",
+                                       archive_entry_pathname(e));
                         (void)archive_read_free(a);
-                        return cm_err_set(err, EINVAL,
-                                          "the archive's entry \"%s\" leaves its directory (\"..\"): refused",
-                                          archive_entry_pathname(e));
+                        return r;
                 }
                 archive_entry_set_pathname(e, name);
                 if (target)

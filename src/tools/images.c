@@ -90,6 +90,7 @@ typedef struct progress {
         double sent;
         int64_t last_ms;
         bool started;
+        bool every; /* a build: each step is worth a notification */
 } progress;
 
 static void on_progress(void *arg, const char *what, uint64_t done, uint64_t total) {
@@ -114,7 +115,7 @@ static void on_progress(void *arg, const char *what, uint64_t done, uint64_t tot
         }
         for (i = 0; i < p->n; i++)
                 sum += p->keys[i].done, sum_total += p->keys[i].total;
-        if (p->started && ((double)sum <= p->sent || now - p->last_ms < PROGRESS_EVERY_MS))
+        if (p->started && ((double)sum <= p->sent || (!p->every && now - p->last_ms < PROGRESS_EVERY_MS)))
                 return;
         p->started = true;
         p->sent = (double)sum;
@@ -124,7 +125,7 @@ static void on_progress(void *arg, const char *what, uint64_t done, uint64_t tot
                                (unsigned long long)total);
         else
                 (void)snprintf(msg, sizeof msg, "%.200s", what);
-        mcp_call_progress(p->call, (double)sum, sum_total > sum ? (double)sum_total : 0, msg);
+        mcp_call_progress(p->call, (double)sum, sum_total >= sum ? (double)sum_total : 0, msg);
 }
 
 /* ---- results -------------------------------------------------------------- */
@@ -208,7 +209,7 @@ static int build_image(mcp_call *call, json_t *args, json_t **ret, char **ret_te
         cleanup_free char *root = NULL, *rel = NULL;
         cleanup_free cm_kv *bargs = NULL;
         size_t n_bargs = 0;
-        progress pr = {.call = call};
+        progress pr = {.call = call, .every = true};
         cm_image_progress prog = {on_progress, &pr};
         cm_cancel cancel = {mcp_call_cancel_fd(call)};
         cm_image_info info = {0};

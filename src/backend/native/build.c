@@ -699,6 +699,7 @@ static int copy_tree(copy_job *j, int dir, const char *ctxpath, const char *targ
         }
         if (depth > WALK_DEPTH)
                 r = cm_err_set(err, ELOOP, "%s: nested too deep", ctxpath);
+        rewinddir(d); /* the fd's offset is shared: the first pass read it to the end */
         while (r == 0 && (de = readdir(d))) {
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
@@ -822,6 +823,7 @@ static int glob_walk(build *b, int dir, const char *prefix, const char *pattern,
                         (void)close(dup_fd);
                 return cm_err_sys(err, errno, "the build context");
         }
+        rewinddir(d);
         while (r == 0 && (de = readdir(d))) {
                 cleanup_free char *p = NULL;
                 struct stat st;
@@ -1017,6 +1019,7 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
         uint8_t d[CM_SHA256_LEN];
         int64_t created;
         uint64_t bytes = 0;
+        bool dir_dest;
         int r = -1;
 
         for (size_t i = 0; i < in->n_flags; i++) {
@@ -1050,7 +1053,10 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
         if (word(b, s, in->args[in->n_args - 1], &dest_raw, err) < 0 || find_sources(b, s, in, j.add, &v, &n, err) < 0)
                 goto out;
         dest = abs_path(s, dest_raw);
-        if (n > 1 && dest_raw[strlen(dest_raw) - 1] != '/') {
+        /* as Docker: a trailing "/", or "." / "x/.", names a directory */
+        dir_dest = dest_raw[strlen(dest_raw) - 1] == '/' || strcmp(dest_raw, ".") == 0 ||
+                   (strlen(dest_raw) >= 2 && strcmp(dest_raw + strlen(dest_raw) - 2, "/.") == 0);
+        if (n > 1 && !dir_dest) {
                 r = cm_err_set(err, EINVAL,
                                "with more than one source the destination must be a directory ending "
                                "in /: \"%s/\"",
@@ -1059,7 +1065,7 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
         }
         /* the first pass: the key */
         cm_sha256_init(&j.sha);
-        if (copy_sources(&j, v, n, dest, dest_raw[strlen(dest_raw) - 1] == '/', err) < 0)
+        if (copy_sources(&j, v, n, dest, dir_dest, err) < 0)
                 goto out;
         cm_sha256_final(&j.sha, d);
         cm_hex(d, sizeof d, hex);
@@ -1078,7 +1084,7 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
         j.files = 0;
         j.made = json_object();
         if (img_tar_new(b->s, &j.t, err) < 0 ||
-            copy_sources(&j, v, n, dest, dest_raw[strlen(dest_raw) - 1] == '/', err) < 0 ||
+            copy_sources(&j, v, n, dest, dir_dest, err) < 0 ||
             img_tar_commit(j.t, b->cancel, diff, &bytes, err) < 0)
                 goto out;
         s->created = (int64_t)time(NULL);
