@@ -213,8 +213,7 @@ int img_tar_add_archive(img_tar *t, int fd, const char *dir, bool chown, uid_t u
                 la_ssize_t got;
 
                 if (!name || (hl && !target)) {
-                        r = cm_err_set(err, EINVAL,
-                                       "the archive's entry \"%s\" leaves its directory (\"..\"): refused",
+                        r = cm_err_set(err, EINVAL, "the archive's entry \"%s\" leaves its directory (\"..\"): refused",
                                        archive_entry_pathname(e));
                         (void)archive_read_free(a);
                         return r;
@@ -513,6 +512,10 @@ static void push_path(char ***todo, size_t *n, const char *path) {
         free(v);
 }
 
+static int cmp_dirent(const void *a, const void *b) {
+        return strcmp(((const img_dirent *)a)->name, ((const img_dirent *)b)->name);
+}
+
 static bool is_whiteout(const struct stat *st) { return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0); }
 
 /* cur/name in the layers: the top layer with it decides; an opaque cur
@@ -535,12 +538,13 @@ static int find(char *const *layers, const char *cur, const char *name, struct s
         return -ENOENT;
 }
 
-int img_layers_lookup(char *const *layers, const char *path, bool follow, struct stat *ret_st, char **ret_path) {
+int img_layers_lookup(char *const *layers, const char *path, bool follow, struct stat *ret_st, char **ret_path,
+                      int *ret_layer) {
         char **todo = NULL;
         size_t n = 0;
         cleanup_free char *cur = xstrdup("");
         struct stat st = {0};
-        int links = 0, r = 0;
+        int links = 0, r = 0, at = 0;
 
         push_path(&todo, &n, path);
         if (n == 0) {
@@ -567,6 +571,7 @@ int img_layers_lookup(char *const *layers, const char *path, bool follow, struct
                         continue;
                 }
                 r = find(layers, cur, c, &st, &layer);
+                at = layer;
                 if (r == 0 && S_ISLNK(st.st_mode) && (n > 0 || follow)) {
                         char target[4096];
                         cleanup_free char *rel = cur[0] ? xasprintf("%s/%s", cur, c) : xstrdup(c);
@@ -609,7 +614,69 @@ int img_layers_lookup(char *const *layers, const char *path, bool follow, struct
                 *ret_st = st;
         if (ret_path)
                 *ret_path = steal_pointer(&cur);
+        if (ret_layer)
+                *ret_layer = at;
         return 0;
+}
+
+/* ---- a directory through layers --------------------------------------------- */
+
+int img_layers_list(char *const *layers, const char *dir, img_dirent **ret, size_t *ret_n) {
+        img_dirent *v = NULL;
+        size_t n = 0;
+        char **seen = NULL;
+        size_t n_seen = 0;
+        bool found = false;
+
+        for (int i = 0; layers[i]; i++) {
+                cleanup_close int root = open(layers[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd = -1;
+                struct stat st;
+                char **names;
+                bool stop;
+                if (root < 0)
+                        continue;
+                if (dir[0] && fstatat(root, dir, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+                        break; /* a file or a whiteout here hides the layers below */
+                fd = dir[0] ? img_open_beneath(root, dir, O_RDONLY | O_DIRECTORY) : dup(root);
+                if (fd < 0)
+                        continue;
+                found = true;
+                names = list_dir(fd);
+                for (char **p = names; *p; p++) {
+                        bool dup_name = false;
+                        for (size_t k = 0; k < n_seen && !dup_name; k++)
+                                dup_name = strcmp(seen[k], *p) == 0;
+                        if (dup_name)
+                                continue;
+                        seen = xrealloc(seen, (n_seen + 1) * sizeof *seen);
+                        seen[n_seen++] = xstrdup(*p);
+                        if (fstatat(fd, *p, &st, AT_SYMLINK_NOFOLLOW) < 0 || is_whiteout(&st))
+                                continue;
+                        v = xrealloc(v, (n + 1) * sizeof *v);
+                        v[n++] = (img_dirent){xstrdup(*p), i, st};
+                }
+                strv_free(names);
+                stop = opaque(fd);
+                if (stop)
+                        break;
+        }
+        for (size_t k = 0; k < n_seen; k++)
+                free(seen[k]);
+        free(seen);
+        if (!found) {
+                free(v);
+                return -ENOENT;
+        }
+        qsort(v, n, sizeof *v, cmp_dirent);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+void img_dirents_free(img_dirent *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(v[i].name);
+        free(v);
 }
 
 /* ---- publishing ------------------------------------------------------------ */

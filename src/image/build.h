@@ -75,10 +75,23 @@ void img_cache_sweep(img_store *s);
 /* path ("a/b/c", relative to the root) in the stack of layer dirs (top
  * first) as overlayfs would show it: symlinks in its directories followed
  * (kept inside the root, at most 40), whiteouts and opaque dirs honoured.
- * 0 with *ret_st and ret_path (the resolved path, relative; malloc'd);
+ * 0 with *ret_st, ret_path (the resolved path, relative; malloc'd) and
+ * ret_layer (the index of the layer it is in);
  * -ENOENT when it does not exist.  The last component's symlink is
  * followed only with `follow`. */
-int img_layers_lookup(char *const *layers, const char *path, bool follow, struct stat *ret_st, char **ret_path);
+int img_layers_lookup(char *const *layers, const char *path, bool follow, struct stat *ret_st, char **ret_path,
+                      int *ret_layer);
+/* The entries of directory dir (relative, resolved: no symlink on the
+ * way) as overlayfs merges them: the top layer's of each name, whiteouts
+ * hiding, an opaque directory ending the merge; sorted by name.  layer:
+ * the index in layers of the one it comes from.  -ENOENT: no such dir. */
+typedef struct img_dirent {
+        char *name;
+        int layer;
+        struct stat st;
+} img_dirent;
+int img_layers_list(char *const *layers, const char *dir, img_dirent **ret, size_t *ret_n);
+void img_dirents_free(img_dirent *v, size_t n);
 
 /* ---- publishing ----------------------------------------------------------- */
 

@@ -81,26 +81,44 @@ static void test_lookup(void **state) {
         if (!v)
                 skip_because("cannot make a 0/0 character device (a whiteout) here");
         /* through a symlink in a lower layer */
-        assert_int_equal(img_layers_lookup(v, "bin/tool", true, &st, &res), 0);
+        assert_int_equal(img_layers_lookup(v, "bin/tool", true, &st, &res, NULL), 0);
         assert_string_equal(res, "usr/bin/tool");
         assert_true(S_ISREG(st.st_mode));
         free(res);
         /* the link itself, unfollowed */
-        assert_int_equal(img_layers_lookup(v, "bin", false, &st, &res), 0);
+        assert_int_equal(img_layers_lookup(v, "bin", false, &st, &res, NULL), 0);
         assert_true(S_ISLNK(st.st_mode));
         free(res);
         /* a link climbing out stays in the image: ../../../usr is /usr */
-        assert_int_equal(img_layers_lookup(v, "up/bin/tool", true, &st, &res), 0);
+        assert_int_equal(img_layers_lookup(v, "up/bin/tool", true, &st, &res, NULL), 0);
         assert_string_equal(res, "usr/bin/tool");
         free(res);
         /* a whiteout hides the lower file */
-        assert_int_equal(img_layers_lookup(v, "etc/x", true, &st, NULL), -ENOENT);
+        assert_int_equal(img_layers_lookup(v, "etc/x", true, &st, NULL, NULL), -ENOENT);
         /* an opaque directory hides what is below it, not its own */
-        assert_int_equal(img_layers_lookup(v, "d/a", true, &st, NULL), -ENOENT);
-        assert_int_equal(img_layers_lookup(v, "d/c", true, &st, NULL), 0);
+        assert_int_equal(img_layers_lookup(v, "d/a", true, &st, NULL, NULL), -ENOENT);
+        assert_int_equal(img_layers_lookup(v, "d/c", true, &st, NULL, NULL), 0);
+        /* a directory as overlayfs merges it: d is opaque in l1, so only c;
+         * etc: x is whited out */
+        {
+                img_dirent *d;
+                size_t n;
+                assert_int_equal(img_layers_list(v, "d", &d, &n), 0);
+                assert_int_equal(n, 1);
+                assert_string_equal(d[0].name, "c");
+                assert_int_equal(d[0].layer, 1);
+                img_dirents_free(d, n);
+                assert_int_equal(img_layers_list(v, "etc", &d, &n), 0);
+                assert_int_equal(n, 0);
+                img_dirents_free(d, n);
+                assert_int_equal(img_layers_list(v, "", &d, &n), 0);
+                assert_true(n == 6); /* bin d etc loop up usr */
+                img_dirents_free(d, n);
+                assert_int_equal(img_layers_list(v, "nope", &d, &n), -ENOENT);
+        }
         /* a loop ends */
-        assert_int_equal(img_layers_lookup(v, "loop/x", true, &st, NULL), -ELOOP);
-        assert_int_equal(img_layers_lookup(v, "usr/bin/tool/x", true, &st, NULL), -ENOTDIR);
+        assert_int_equal(img_layers_lookup(v, "loop/x", true, &st, NULL, NULL), -ELOOP);
+        assert_int_equal(img_layers_lookup(v, "usr/bin/tool/x", true, &st, NULL, NULL), -ENOTDIR);
         for (char **p = v; *p; p++)
                 free(*p);
         free(v);
@@ -108,9 +126,14 @@ static void test_lookup(void **state) {
 
 static void test_clean(void **state) {
         static const char *const cases[][3] = {
-                {"a/b", "a/b", "0"},     {"/a//b/", "a/b", "0"},  {"./a/./b", "a/b", "0"},
-                {"a/../b", "b", "0"},    {"../../etc/passwd", "etc/passwd", "1"},
-                {"a/../../b", "b", "1"}, {"..", "", "1"},         {"", "", "0"},
+                {"a/b", "a/b", "0"},
+                {"/a//b/", "a/b", "0"},
+                {"./a/./b", "a/b", "0"},
+                {"a/../b", "b", "0"},
+                {"../../etc/passwd", "etc/passwd", "1"},
+                {"a/../../b", "b", "1"},
+                {"..", "", "1"},
+                {"", "", "0"},
         };
         (void)state;
         for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {

@@ -460,7 +460,7 @@ static int ensure_dir(build *b, char *const *low, int upper, const char *path, c
         for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
                 cleanup_free char *next = cur[0] ? xasprintf("%s/%s", cur, c) : xstrdup(c), *resolved = NULL;
                 struct stat st;
-                if (img_layers_lookup(low, next, true, &st, &resolved) == 0) {
+                if (img_layers_lookup(low, next, true, &st, &resolved, NULL) == 0) {
                         if (!S_ISDIR(st.st_mode))
                                 return cm_err_set(err, ENOTDIR, "WORKDIR %s: /%s is not a directory", path, next);
                         free(cur);
@@ -630,6 +630,7 @@ typedef struct copy_job {
         char **low;   /* the stage's layer dirs, top first */
         json_t *made; /* directories written: path -> true */
         img_owner own;
+        char **src; /* COPY --from: the source's layer dirs, top first; NULL: the context */
 } copy_job;
 
 static uid_t unshift(const copy_job *j, unsigned id, bool is_uid) { return img_owner_unshift(&j->own, id, is_uid); }
@@ -654,7 +655,7 @@ static int dest_dir(copy_job *j, const char *dest, char **ret, cm_err *err) {
         for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
                 cleanup_free char *next = cur[0] ? xasprintf("%s/%s", cur, c) : xstrdup(c), *resolved = NULL;
                 struct stat st = {.st_mode = S_IFDIR | 0755, .st_mtime = j->s->created};
-                if (!missing && img_layers_lookup(j->low, next, true, &st, &resolved) == 0) {
+                if (!missing && img_layers_lookup(j->low, next, true, &st, &resolved, NULL) == 0) {
                         if (!S_ISDIR(st.st_mode))
                                 return cm_err_set(err, ENOTDIR, "%s: /%s is not a directory in the image", dest, next);
                         free(next);
@@ -787,8 +788,9 @@ static int copy_one(copy_job *j, int dir, const char *name, const struct stat *s
 }
 
 typedef struct source {
-        char *path; /* in the context, cleaned */
+        char *path; /* in the context, cleaned; --from: in the source, resolved */
         struct stat st;
+        int layer; /* --from: the index in copy_job.src of its layer */
 } source;
 
 static bool has_glob(const char *p) { return strpbrk(p, "*?[") != NULL; }
@@ -838,7 +840,7 @@ static int glob_walk(build *b, int dir, const char *prefix, const char *pattern,
                                 break;
                         }
                         *v = xrealloc(*v, (*n + 1) * sizeof **v);
-                        (*v)[(*n)++] = (source){xstrdup(p), st};
+                        (*v)[(*n)++] = (source){xstrdup(p), st, -1};
                 }
                 /* deeper only where the pattern has more components */
                 if (S_ISDIR(st.st_mode) && depth < WALK_DEPTH && prefix_match(pattern, p)) {
@@ -921,10 +923,124 @@ static int find_sources(build *b, stage *s, const df_inst *in, bool add, source 
                                 goto fail;
                         }
                         v = xrealloc(v, (n + 1) * sizeof *v);
-                        v[n++] = (source){steal_pointer(&p), st};
+                        v[n++] = (source){steal_pointer(&p), st, -1};
                 }
         }
         (void)add;
+        *ret = v;
+        *ret_n = n;
+        return 0;
+fail:
+        sources_free(v, n);
+        return -1;
+}
+
+/* ---- COPY --from ------------------------------------------------------------ */
+
+/* dir (relative, resolved) in the source's layer `layer`. */
+static int open_in_layer(copy_job *j, int layer, const char *dir) {
+        cleanup_close int root = open(j->src[layer], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return -1;
+        return dir[0] ? img_open_beneath(root, dir, O_RDONLY | O_DIRECTORY) : dup(root);
+}
+
+/* A directory of the source as overlayfs shows it, written below target. */
+static int copy_tree_from(copy_job *j, const char *path, const char *target, int depth, cm_err *err) {
+        img_dirent *v;
+        size_t n;
+        int r = 0;
+
+        if (depth > WALK_DEPTH)
+                return cm_err_set(err, ELOOP, "%s: nested too deep", path);
+        if (img_layers_list(j->src, path, &v, &n) < 0)
+                return cm_err_set(err, ENOENT, "/%s is not a directory of the --from source", path);
+        for (size_t i = 0; i < n && r == 0; i++) {
+                cleanup_free char *sp = join(path, v[i].name), *tp = join(target, v[i].name);
+                cleanup_close int dir = open_in_layer(j, v[i].layer, path);
+                if (dir < 0) {
+                        r = cm_err_sys(err, errno, "/%s in the --from source", sp);
+                        break;
+                }
+                r = copy_one(j, dir, v[i].name, &v[i].st, sp, tp, err);
+                if (r == 0 && S_ISDIR(v[i].st.st_mode))
+                        r = copy_tree_from(j, sp, tp, depth + 1, err);
+        }
+        img_dirents_free(v, n);
+        return r;
+}
+
+static int copy_from(copy_job *j, const source *src, bool into, const char *ddir, const char *dest, cm_err *err) {
+        const char *p = src->path, *slash = strrchr(p, '/');
+        const char *base = slash ? slash + 1 : p;
+        cleanup_free char *parent = slash ? xstrndup(p, (size_t)(slash - p)) : xstrdup(""), *target = NULL;
+        cleanup_close int dir = -1;
+
+        if (!p[0] || S_ISDIR(src->st.st_mode))
+                return copy_tree_from(j, p, ddir, 0, err);
+        if ((dir = open_in_layer(j, src->layer, parent)) < 0)
+                return cm_err_sys(err, errno, "/%s in the --from source", p);
+        target = join(ddir, into ? base : strrchr(dest, '/') + 1);
+        return copy_one(j, dir, base, &src->st, p, target, err);
+}
+
+/* The --from source: an earlier stage (by name or index) or a stored
+ * image; its layer dirs and what its content is known by (the stage's
+ * key, the image's config digest). */
+static int from_source(build *b, const char *name, char ***ret_low, char ret_key[65], cm_err *err) {
+        char *end;
+        unsigned long idx = strtoul(name, &end, 10);
+        img_entry e = {0};
+        int hold;
+
+        for (size_t i = 0; i + 1 < b->n_st; i++)
+                if ((b->st[i].name && strcasecmp(b->st[i].name, name) == 0) || (name[0] && !*end && idx == i)) {
+                        *ret_low = lowers(b, &b->st[i]);
+                        memcpy(ret_key, b->st[i].key, 65);
+                        return 0;
+                }
+        if (img_resolve(b->s, name, &e, err) < 0) {
+                cm_err_prefix(err, "--from=%s: no earlier stage has that name, and", name);
+                return -1;
+        }
+        if ((hold = native_image_hold(b->n, e.manifest)) >= 0 && b->n_holds < MAX_STAGES)
+                b->holds[b->n_holds++] = hold;
+        else if (hold >= 0)
+                (void)close(hold);
+        *ret_low = xcalloc(e.n_layers + 1, sizeof **ret_low);
+        for (size_t i = 0; i < e.n_layers; i++)
+                (*ret_low)[i] = img_layer_path(b->s, e.layers[e.n_layers - 1 - i]);
+        (void)snprintf(ret_key, 65, "%s", e.config + 7);
+        img_entry_clear(&e);
+        return 0;
+}
+
+static int find_sources_from(build *b, stage *s, const df_inst *in, copy_job *j, source **ret, size_t *ret_n,
+                             cm_err *err) {
+        source *v = NULL;
+        size_t n = 0;
+
+        for (size_t i = 0; i + 1 < in->n_args; i++) {
+                cleanup_free char *raw = NULL, *p = NULL, *resolved = NULL;
+                struct stat st;
+                int layer = 0;
+                if (word(b, s, in->args[i], &raw, err) < 0)
+                        goto fail;
+                if (has_glob(raw)) {
+                        (void)cm_err_set(err, ENOTSUP,
+                                         "%s: wildcards with --from are not supported by the native builder; name "
+                                         "the files or their directory",
+                                         raw);
+                        goto fail;
+                }
+                p = img_path_clean(raw, NULL);
+                if (img_layers_lookup(j->src, p, true, &st, &resolved, &layer) < 0) {
+                        (void)cm_err_set(err, ENOENT, "\"%s\" is not in the --from source", raw);
+                        goto fail;
+                }
+                v = xrealloc(v, (n + 1) * sizeof *v);
+                v[n++] = (source){steal_pointer(&resolved), st, layer};
+        }
         *ret = v;
         *ret_n = n;
         return 0;
@@ -941,7 +1057,7 @@ static int copy_sources(copy_job *j, const source *v, size_t n, const char *dest
 
         if (!into && n == 1 && !S_ISDIR(v[0].st.st_mode)) {
                 struct stat st;
-                into = img_layers_lookup(j->low, dest + 1, true, &st, NULL) == 0 && S_ISDIR(st.st_mode);
+                into = img_layers_lookup(j->low, dest + 1, true, &st, NULL, NULL) == 0 && S_ISDIR(st.st_mode);
         } else
                 into = true;
         if (j->t) {
@@ -961,6 +1077,10 @@ static int copy_sources(copy_job *j, const source *v, size_t n, const char *dest
                 cleanup_close int dir = -1;
                 cleanup_free char *target = NULL;
 
+                if (j->src) {
+                        r = copy_from(j, &v[i], into, ddir, dest, err);
+                        continue;
+                }
                 if (!p[0] || S_ISDIR(v[i].st.st_mode)) {
                         /* a directory: its contents, not itself */
                         cleanup_close int d =
@@ -1011,7 +1131,8 @@ static int chown_ids(build *b, stage *s, const char *spec, uid_t *uid, gid_t *gi
 
 static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
         copy_job j = {.b = b, .s = s, .add = in->cmd == DF_ADD, .own = native_image_owner(b->n)};
-        cleanup_free char *dest_raw = NULL, *dest = NULL, *chown = NULL, *chmod = NULL;
+        cleanup_free char *dest_raw = NULL, *dest = NULL, *chown = NULL, *chmod = NULL, *from = NULL;
+        char from_key[65] = "";
         cleanup_json json_t *desc = NULL;
         source *v = NULL;
         size_t n = 0;
@@ -1024,10 +1145,8 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
 
         for (size_t i = 0; i < in->n_flags; i++) {
                 const df_flag *f = &in->flags[i];
-                if (strcmp(f->name, "from") == 0)
-                        return cm_err_set(err, ENOTSUP,
-                                          "--from is not supported by the native builder yet: start the stage FROM "
-                                          "the other one, or build on Docker or Podman");
+                if (strcmp(f->name, "from") == 0 && f->value && word(b, s, f->value, &from, err) < 0)
+                        return -1;
                 if (strcmp(f->name, "chown") == 0 && f->value && word(b, s, f->value, &chown, err) < 0)
                         return -1;
                 if (strcmp(f->name, "chmod") == 0 && f->value && word(b, s, f->value, &chmod, err) < 0)
@@ -1050,7 +1169,14 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
                         goto out;
                 j.chown = true;
         }
-        if (word(b, s, in->args[in->n_args - 1], &dest_raw, err) < 0 || find_sources(b, s, in, j.add, &v, &n, err) < 0)
+        if (from && j.add) {
+                r = cm_err_set(err, EINVAL, "ADD takes no --from (COPY does)");
+                goto out;
+        }
+        if (from && from_source(b, from, &j.src, from_key, err) < 0)
+                goto out;
+        if (word(b, s, in->args[in->n_args - 1], &dest_raw, err) < 0 ||
+            (from ? find_sources_from(b, s, in, &j, &v, &n, err) : find_sources(b, s, in, j.add, &v, &n, err)) < 0)
                 goto out;
         dest = abs_path(s, dest_raw);
         /* as Docker: a trailing "/", or "." / "x/.", names a directory */
@@ -1063,9 +1189,13 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
                                dest_raw);
                 goto out;
         }
-        /* the first pass: the key */
+        /* the first pass: the key (a --from source is known by its own) */
         cm_sha256_init(&j.sha);
-        if (copy_sources(&j, v, n, dest, dir_dest, err) < 0)
+        if (from) {
+                for (size_t i = 0; i < n; i++)
+                        cm_sha256_update(&j.sha, v[i].path, strlen(v[i].path) + 1);
+                cm_sha256_update(&j.sha, from_key, strlen(from_key));
+        } else if (copy_sources(&j, v, n, dest, dir_dest, err) < 0)
                 goto out;
         cm_sha256_final(&j.sha, d);
         cm_hex(d, sizeof d, hex);
@@ -1083,8 +1213,7 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
         progress(b, in->text, false);
         j.files = 0;
         j.made = json_object();
-        if (img_tar_new(b->s, &j.t, err) < 0 ||
-            copy_sources(&j, v, n, dest, dir_dest, err) < 0 ||
+        if (img_tar_new(b->s, &j.t, err) < 0 || copy_sources(&j, v, n, dest, dir_dest, err) < 0 ||
             img_tar_commit(j.t, b->cancel, diff, &bytes, err) < 0)
                 goto out;
         s->created = (int64_t)time(NULL);
@@ -1096,6 +1225,7 @@ out:
         img_tar_free(j.t);
         json_decref(j.made);
         strv_free(j.low);
+        strv_free(j.src);
         sources_free(v, n);
         return r;
 }
