@@ -29,7 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -485,6 +487,13 @@ static char *output_tail(const cm_exec_result *r) {
         return xstrdup(from);
 }
 
+static bool kernel_at_least(int major, int minor) {
+        struct utsname u;
+        int ma = 0, mi = 0;
+        return uname(&u) == 0 && sscanf(u.release, "%d.%d", &ma, &mi) == 2 &&
+               (ma > major || (ma == major && mi >= minor));
+}
+
 /* The sandbox's part: the RUN on the stage's layers, its changes in
  * upper; 0 when it exited 0. */
 static int run_in_sandbox(build *b, stage *s, json_t *argv_json, const char *upper, cm_err *err) {
@@ -544,6 +553,7 @@ static int do_run(build *b, stage *s, const df_inst *in, cm_err *err) {
         uint64_t bytes = 0;
         img_owner own = native_image_owner(b->n);
         img_tar *t = NULL;
+        bool tmpfs = false;
         int r = -1;
 
         for (size_t i = 0; i < in->n_flags; i++)
@@ -572,6 +582,15 @@ static int do_run(build *b, stage *s, const df_inst *in, cm_err *err) {
                                   b->n->overlay_why);
         if (!(dir = img_build_tmp(b->s, "run", err)))
                 return -1;
+        /* A root server keeps the changes in a tmpfs (a ceiling: the image
+         * size cap, and the pages count against the RUN's memory limit);
+         * before Linux 6.6 tmpfs has no user.* xattrs for opaque dirs. */
+        if (own.chown && kernel_at_least(6, 6)) {
+                cleanup_free char *opts =
+                        xasprintf("size=%llu,mode=0755,uid=%u,gid=%u", (unsigned long long)img_store_max_size(b->s),
+                                  (unsigned)own.uid_base, (unsigned)own.gid_base);
+                tmpfs = mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) == 0;
+        }
         u = xasprintf("%s/u", dir);
         w = xasprintf("%s/w", dir);
         if (mkdir(u, 0755) < 0 || mkdir(w, 0700) < 0 ||
@@ -603,6 +622,8 @@ static int do_run(build *b, stage *s, const df_inst *in, cm_err *err) {
         r = 0;
 out:
         img_tar_free(t);
+        if (tmpfs)
+                (void)umount2(dir, MNT_DETACH);
         if (dir) {
                 const char *slash = strrchr(dir, '/');
                 cleanup_free char *parent = xstrndup(dir, (size_t)(slash - dir));
