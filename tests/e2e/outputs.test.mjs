@@ -173,6 +173,11 @@ const cases = [
     name: 'list_images', args: () => ({}),
     expect: (r) => assert.ok(r.images.some((i) => i.names.includes('docker.io/library/outputs:1')), JSON.stringify(r)),
   },
+  {
+    name: 'build_image', args: () => ({ context: path.join(allowed, 'build'), tag: 'outputs:2' }),
+    expect: (r) => assert.deepEqual(r.names, ['docker.io/library/outputs:2']),
+  },
+  { name: 'remove_image', args: () => ({ image: 'outputs:2' }) },
   { name: 'remove_image', args: () => ({ image: 'outputs:1' }) },
   // remove_image collected the layers already
   { name: 'prune_images', args: () => ({}), expect: (r) => assert.deepEqual(r, { reclaimed_bytes: 0, images_removed: 0 }) },
@@ -183,6 +188,8 @@ let nativeReason = null;
 before(async () => {
   ({ reason: nativeReason } = await nativeBackend(open));
   fs.writeFileSync(path.join(allowed, 'in.txt'), 'copied\n');
+  fs.mkdirSync(path.join(allowed, 'build'));
+  fs.writeFileSync(path.join(allowed, 'build', 'Dockerfile'), 'FROM outputs:1\nCOPY Dockerfile /\nCMD ["true"]\n');
   const root = path.join(state, 'rootfs');
   fs.mkdirSync(path.join(root, 'bin'), { recursive: true });
   fs.copyFileSync('/bin/sh', path.join(root, 'bin', 'sh'));
@@ -231,10 +238,7 @@ describe('output schemas', () => {
         c.expect?.(r.structuredContent, ctx);
         called.add(c.name);
       }
-      // build_image's results are checked against its schema on the engines
-      // (engines-images.test.mjs): the native runtime does not build yet.
-      const elsewhere = new Set(['build_image']);
-      const missing = tools.map((x) => x.name).filter((n) => !called.has(n) && !elsewhere.has(n));
+      const missing = tools.map((x) => x.name).filter((n) => !called.has(n));
       assert.deepEqual(missing, [], 'tools with no case in outputs.test.mjs: add one');
     } finally {
       await s.close().finally(() => s.kill());
