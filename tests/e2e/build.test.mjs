@@ -462,7 +462,9 @@ describe('build_image on the native backend', () => {
   test('9. multi-stage: FROM an earlier stage has its files; COPY --from a stage (by name, by index) or an image takes what its layers show', T, async (t) => {
     if (skipReason) return t.skip(skipReason);
     const dir = context('stages', {
-      Dockerfile: `FROM ${BASE} AS one\nRUN echo stage-one > /from-one\nFROM one\nRUN cat /from-one > /seen-at-build\n`,
+      // ARGs before the first FROM name the base, one through another
+      Dockerfile: `ARG BASE_NAME=${BASE.split(':')[0]}\nARG BASE_REF=\${BASE_NAME}:${BASE.split(':')[1]}\n` +
+        'FROM $BASE_REF AS one\nRUN echo stage-one > /from-one\nFROM one\nRUN cat /from-one > /seen-at-build\n',
       // the builder stage deletes a base file (a whiteout) and fills a dir
       'Dockerfile.copyfrom': `FROM ${BASE} AS Builder\n` +
         'RUN mkdir -p /out/sub && echo built > /out/app && echo deep > /out/sub/x && ln -s app /out/link && rm /bin/od\n' +

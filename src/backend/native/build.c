@@ -47,6 +47,7 @@
 #define RUN_OUTPUT_CAP (64 * 1024)
 #define OUTPUT_TAIL 600 /* bytes of a failed RUN's output in its error */
 #define MAX_STAGES 64
+#define MAX_HOLDS 64       /* images a build reads (FROM, COPY --from) */
 #define MAX_SOURCES 100000 /* files of one COPY */
 #define WALK_DEPTH 256
 #define NO_MANIFEST "sha256:0000000000000000000000000000000000000000000000000000000000000000"
@@ -81,7 +82,8 @@ typedef struct build {
         json_t *meta; /* ARGs before the first FROM: name -> value */
         stage st[MAX_STAGES];
         size_t n_st;
-        int holds[MAX_STAGES];
+        int holds[MAX_HOLDS];
+        char held[MAX_HOLDS][72]; /* their manifests */
         size_t n_holds;
         size_t step, steps;
         const df_inst *in; /* the instruction at work, for errors */
@@ -261,15 +263,24 @@ static char *abs_path(stage *s, const char *p) {
 
 /* ---- FROM ------------------------------------------------------------------ */
 
+/* A stored image the build reads: in use (images.c) until it ends. */
+static void hold_image(build *b, const char *manifest) {
+        int fd;
+        for (size_t i = 0; i < b->n_holds; i++)
+                if (strcmp(b->held[i], manifest) == 0)
+                        return;
+        if (b->n_holds == MAX_HOLDS || (fd = native_image_hold(b->n, manifest)) < 0)
+                return;
+        b->holds[b->n_holds] = fd;
+        (void)snprintf(b->held[b->n_holds++], sizeof b->held[0], "%s", manifest);
+}
+
 static int stage_from_image(build *b, stage *s, const char *ref, cm_err *err) {
         img_entry e = {0};
-        int hold;
 
         if (img_build_base(b->s, ref, &e, &s->doc, &s->descs, err) < 0)
                 return -1;
-        hold = native_image_hold(b->n, e.manifest);
-        if (hold >= 0)
-                b->holds[b->n_holds++] = hold;
+        hold_image(b, e.manifest);
         s->layers = xcalloc(e.n_layers + 1, sizeof *s->layers);
         for (size_t i = 0; i < e.n_layers; i++)
                 s->layers[i] = xstrdup(e.layers[i]);
@@ -1012,7 +1023,6 @@ static int from_source(build *b, const char *name, char ***ret_low, char ret_key
         char *end;
         unsigned long idx = strtoul(name, &end, 10);
         img_entry e = {0};
-        int hold;
 
         for (size_t i = 0; i + 1 < b->n_st; i++)
                 if ((b->st[i].name && strcasecmp(b->st[i].name, name) == 0) || (name[0] && !*end && idx == i)) {
@@ -1024,10 +1034,7 @@ static int from_source(build *b, const char *name, char ***ret_low, char ret_key
                 cm_err_prefix(err, "--from=%s: no earlier stage has that name, and", name);
                 return -1;
         }
-        if ((hold = native_image_hold(b->n, e.manifest)) >= 0 && b->n_holds < MAX_STAGES)
-                b->holds[b->n_holds++] = hold;
-        else if (hold >= 0)
-                (void)close(hold);
+        hold_image(b, e.manifest);
         *ret_low = xcalloc(e.n_layers + 1, sizeof **ret_low);
         for (size_t i = 0; i < e.n_layers; i++)
                 (*ret_low)[i] = img_layer_path(b->s, e.layers[e.n_layers - 1 - i]);
@@ -1301,11 +1308,15 @@ static int run_steps(build *b, cm_err *err) {
                                 const char *eq = strchr(in->args[k], '=');
                                 cleanup_free char *name =
                                         eq ? xstrndup(in->args[k], (size_t)(eq - in->args[k])) : xstrdup(in->args[k]);
+                                cleanup_free char *def = NULL;
                                 const char *given = NULL;
+                                lookup l = {b, NULL};
                                 for (size_t a = 0; a < b->spec->n_build_args; a++)
                                         if (strcmp(b->spec->build_args[a].key, name) == 0)
                                                 given = b->spec->build_args[a].value;
-                                (void)json_object_set_new(b->meta, name, json_string(given ? given : eq ? eq + 1 : ""));
+                                if (!given && eq && df_word(eq + 1, b->df.escape, true, lookup_var, &l, &def, err) < 0)
+                                        return step_error(b, err);
+                                (void)json_object_set_new(b->meta, name, json_string(given ? given : def ? def : ""));
                         }
                         progress(b, in->text, false);
                         r = 0;
