@@ -1375,8 +1375,6 @@ int native_image_build(cm_backend *be, const cm_build_spec *spec, const cm_cance
                 stage *s = &b.st[b.n_st - 1];
                 r = img_build_publish(b.s, s->doc, s->descs, s->layers, s->n_layers, spec->tag, s->created, s->size, &e,
                                       err);
-                s->doc = NULL; /* the publication took it */
-                s->descs = NULL;
         }
         if (r == 0) {
                 ret->id = xstrdup(e.config);
