@@ -667,7 +667,8 @@ int img_layers_list(char *const *layers, const char *dir, img_dirent **ret, size
                 free(v);
                 return -ENOENT;
         }
-        qsort(v, n, sizeof *v, cmp_dirent);
+        if (n > 1)
+                qsort(v, n, sizeof *v, cmp_dirent);
         *ret = v;
         *ret_n = n;
         return 0;

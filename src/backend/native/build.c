@@ -740,7 +740,8 @@ static int copy_tree(copy_job *j, int dir, const char *ctxpath, const char *targ
                 names[n++] = xstrdup(de->d_name);
         }
         (void)closedir(d);
-        qsort(names, n, sizeof *names, cmp_str);
+        if (n > 1)
+                qsort(names, n, sizeof *names, cmp_str);
         for (size_t i = 0; i < n; i++) {
                 cleanup_free char *cp = join(ctxpath, names[i]), *tp = join(target, names[i]);
                 struct stat st;
