@@ -222,6 +222,11 @@ typedef struct cm_build_spec {
         const cm_kv *build_args;
         size_t n_build_args;
         const cm_image_progress *progress;
+        /* A FROM (or COPY --from) image a native build does not have is
+         * pulled when this says the registry is allowed (0; else -1 with
+         * err); NULL: never pulled. */
+        int (*allow_pull)(void *arg, const char *ref, cm_err *err);
+        void *allow_arg;
         /* RUN steps of a native build: the server's defaults */
         double cpus;
         int64_t memory_bytes;

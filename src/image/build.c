@@ -785,12 +785,17 @@ int img_build_publish(img_store *s, json_t *config, json_t *descs, char *const *
 }
 
 int img_build_base(img_store *s, const char *ref, img_entry *ret, json_t **ret_doc, json_t **ret_descs, cm_err *err) {
+        if (img_resolve(s, ref, ret, err) < 0)
+                return -1;
+        return img_build_base_of(s, ref, ret, ret_doc, ret_descs, err);
+}
+
+int img_build_base_of(img_store *s, const char *ref, img_entry *ret, json_t **ret_doc, json_t **ret_descs,
+                      cm_err *err) {
         cleanup_free char *buf = NULL;
         size_t len;
         json_t *doc;
 
-        if (img_resolve(s, ref, ret, err) < 0)
-                return -1;
         if (img_blob_read(s, ret->config, IMG_MAX_JSON, &buf, &len, err) < 0) {
                 img_entry_clear(ret);
                 return -1;

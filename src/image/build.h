@@ -110,6 +110,8 @@ json_t *img_build_layer_desc(img_store *s, const char *diffid);
 /* A build's base image: its entry, config document (without rootfs)
  * and layer descriptors.  Errors say "FROM ref: ...". */
 int img_build_base(img_store *s, const char *ref, img_entry *ret, json_t **ret_doc, json_t **ret_descs, cm_err *err);
+/* The same for an entry already resolved (ret, which it clears on failure). */
+int img_build_base_of(img_store *s, const char *ref, img_entry *ret, json_t **ret_doc, json_t **ret_descs, cm_err *err);
 /* gc.lock, shared, for the whole build: an fd, or -1. */
 int img_build_lock(img_store *s, cm_err *err);
 /* A new directory under the store's tmp/ (cleared when no build or

@@ -203,6 +203,9 @@ static int pull_image(mcp_call *call, json_t *args, json_t **ret, char **ret_tex
         return 0;
 }
 
+/* A base image a build pulls: the registry policy of pull_image. */
+static int build_pull_allowed(void *arg, const char *ref, cm_err *err) { return cm_policy_registry(arg, ref, err); }
+
 static int build_image(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         const cm_config *cfg = cm_call_app(call)->cfg;
         const json_t *tag = json_object_get(args, "tag");
@@ -238,6 +241,8 @@ static int build_image(mcp_call *call, json_t *args, json_t **ret, char **ret_te
                               .build_args = bargs,
                               .n_build_args = n_bargs,
                               .progress = &prog,
+                              .allow_pull = build_pull_allowed,
+                              .allow_arg = (void *)cfg,
                               .cpus = cfg->default_cpus,
                               .memory_bytes = cfg->default_memory,
                               .pids = 512};

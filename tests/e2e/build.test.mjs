@@ -13,7 +13,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 
-import { runCli, stdioClient, tmpDir } from './lib.mjs';
+import { readEnvFile, runCli, stdioClient, tmpDir } from './lib.mjs';
 import { call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 600000 };
@@ -498,6 +498,29 @@ describe('build_image on the native backend', () => {
       assert.deepEqual(fs.readdirSync(path.join(state, 'images', 'tmp')).filter((n) => n.startsWith('run-')), []);
     } finally {
       await small.close().finally(() => small.kill());
+    }
+  });
+
+  test('13. FROM an image the store lacks pulls it when the registry policy allows it, and is refused when not', T, async (t) => {
+    if (skipReason) return t.skip(skipReason);
+    const dir = process.env.CM_REGISTRY_DIR || '/tmp/cm-registry';
+    const reg = readEnvFile(dir, `tests/registry/start.sh has not run (no ${dir}/env)`);
+    if (!reg.REGISTRY) {
+      if (process.env.CM_REGISTRY_REQUIRED === '1') assert.fail(reg.MISSING || `${dir}/env names no REGISTRY`);
+      return t.skip(reg.MISSING || `${dir}/env names no REGISTRY`);
+    }
+    const ctx = context('from-registry', { Dockerfile: `FROM ${reg.REGISTRY}/busybox\nRUN echo on-pulled-base > /x\n` });
+    // a loopback registry is not the agent's to reach unless named
+    refused(await buildRaw(s, { context: ctx, tag: 'fromreg:1' }), /line 1/, /CONTAINER_MCP_ALLOWED_REGISTRIES/);
+    const allowedReg = await open({ CONTAINER_MCP_ALLOWED_REGISTRIES: reg.REGISTRY });
+    try {
+      allowedReg.progress = watchProgress(allowedReg);
+      await build(allowedReg, { context: ctx, tag: 'fromreg:1' });
+      assert.equal(await stdoutOf(allowedReg, 'fromreg:1', 'cat /x'), 'on-pulled-base\n');
+      const names = ok(await call(allowedReg, 'list_images', {})).images.flatMap((i) => i.names);
+      assert.ok(names.includes(`${reg.REGISTRY}/busybox:latest`), JSON.stringify(names));
+    } finally {
+      await allowedReg.close().finally(() => allowedReg.kill());
     }
   });
 

@@ -263,6 +263,28 @@ static char *abs_path(stage *s, const char *p) {
 
 /* ---- FROM ------------------------------------------------------------------ */
 
+/* A stored image by name, pulled first when the store has none and the
+ * caller allows its registry (Docker's build pulls a missing base too). */
+static int resolve_or_pull(build *b, const char *ref, img_entry *e, cm_err *err) {
+        cm_pull_spec ps = {.ref = ref, .progress = b->spec->progress};
+        cleanup_free char *what = NULL, *norm = NULL;
+
+        if (img_resolve(b->s, ref, e, err) == 0)
+                return 0;
+        if (err->code != ENOENT || !b->spec->allow_pull || !(norm = img_name_normalize(ref)))
+                return -1;
+        *err = (cm_err)CM_ERR_INIT;
+        if (b->spec->allow_pull(b->spec->allow_arg, ref, err) < 0)
+                return -1;
+        what = xasprintf("pulling %s", ref);
+        progress(b, what, false);
+        if (native_image_pull(&b->n->base, &ps, b->cancel, NULL, err) < 0) {
+                cm_err_prefix(err, "%s is not in the image store, and pulling it failed", ref);
+                return -1;
+        }
+        return img_resolve(b->s, ref, e, err);
+}
+
 /* A stored image the build reads: in use (images.c) until it ends. */
 static void hold_image(build *b, const char *manifest) {
         int fd;
@@ -278,7 +300,7 @@ static void hold_image(build *b, const char *manifest) {
 static int stage_from_image(build *b, stage *s, const char *ref, cm_err *err) {
         img_entry e = {0};
 
-        if (img_build_base(b->s, ref, &e, &s->doc, &s->descs, err) < 0)
+        if (resolve_or_pull(b, ref, &e, err) < 0 || img_build_base_of(b->s, ref, &e, &s->doc, &s->descs, err) < 0)
                 return -1;
         hold_image(b, e.manifest);
         s->layers = xcalloc(e.n_layers + 1, sizeof *s->layers);
@@ -1031,7 +1053,7 @@ static int from_source(build *b, const char *name, char ***ret_low, char ret_key
                         memcpy(ret_key, b->st[i].key, 65);
                         return 0;
                 }
-        if (img_resolve(b->s, name, &e, err) < 0) {
+        if (resolve_or_pull(b, name, &e, err) < 0) {
                 cm_err_prefix(err, "--from=%s: no earlier stage has that name, and", name);
                 return -1;
         }
