@@ -125,6 +125,18 @@ describe('image import and runs', () => {
         out = await runIn(s, img, ['echo $GREETING'], { env: { GREETING: 'overridden' } });
         assert.equal(out.stdout, 'overridden\n');
       }
+      // the sandbox's mount table is its own: one root, nothing of the host's
+      // (a root server's stage tmpfs sat over the host's "/", and the host's
+      // root stayed stacked under the new one, listed with all its mounts)
+      const host = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')
+        .map((l) => l.split(' ')[4]).filter((m) => m && m.split('/').length > 2 && !/^\/(proc|sys|dev|tmp)\//.test(m));
+      for (const img of ['busybox', 'host']) {
+        out = await runIn(s, img, ['cat', '/proc/self/mountinfo']);
+        const points = out.stdout.split('\n').filter(Boolean).map((l) => l.split(' ')[4]);
+        assert.equal(points.filter((m) => m === '/').length, 1, `${img}: one root:\n${out.stdout}`);
+        const leaked = points.filter((m) => host.includes(m) && m !== '/usr');
+        assert.deepEqual(leaked, [], `${img}: the host's mounts are in the sandbox's table:\n${out.stdout}`);
+      }
       // unknown: says to pull first
       refused(await call(s, 'run_container', { image: 'nothere:1', command: ['true'], wait: true }), /pull_image/);
     } finally {

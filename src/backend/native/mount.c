@@ -760,6 +760,14 @@ int mnt_pivot(bool readonly_root, sb_err *e) {
                 return sb_fail(e, SB_STEP_PIVOT, errno, "pivot_root");
         if (umount2(".", MNT_DETACH) < 0)
                 return sb_fail(e, SB_STEP_PIVOT, errno, "detach the old root");
+        /* A root server's stage is a tmpfs mounted over the host's "/", so
+         * two mounts were stacked there (the stage, then the host's root):
+         * detach until only the new root is left, which refuses (EINVAL:
+         * the namespace's root cannot go).  Else the host's mounts stay in
+         * the sandbox's mount table, out of reach but listed in
+         * /proc/self/mountinfo with their host paths. */
+        for (int i = 0; i < 8 && umount2(".", MNT_DETACH) == 0; i++)
+                ;
         if (chdir("/") < 0)
                 return sb_fail(e, SB_STEP_PIVOT, errno, "chdir /");
         (void)umask(022);
