@@ -13,7 +13,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 
-import { readEnvFile, runCli, stdioClient, tmpDir } from './lib.mjs';
+import { readEnvFile, runCli, stdioClient, tmpDir, treeBytes } from './lib.mjs';
 import { call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 600000 };
@@ -140,16 +140,6 @@ function configOf(id) {
   return JSON.parse(blob.toString('utf8'));
 }
 
-// Bytes of the regular files below dir.
-function treeBytes(dir) {
-  let sum = 0;
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) sum += treeBytes(p);
-    else if (e.isFile()) sum += fs.lstatSync(p).size;
-  }
-  return sum;
-}
 
 // Regular files below dir whose bytes hold `needle` (links not followed).
 function filesHolding(dir, needle) {

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { BIN, envWith, eventually, runCli, stdioClient, tmpDir } from './lib.mjs';
+import { BIN, envWith, eventually, runCli, stdioClient, tmpDir, treeBytes } from './lib.mjs';
 import { AS_NOBODY, call, nativeBackend, ok, refused } from './tools.mjs';
 
 const T = { timeout: 180000 };
@@ -31,16 +31,6 @@ const open = (env = {}) => stdioClient({ args: ['serve'], env: { ...ENV, ...env 
 const image = (args, opts = {}) => runCli(['image', ...args], { env: { ...ENV, ...opts.env }, timeout: 120000 });
 const isRoot = process.getuid() === 0;
 
-// Bytes of the regular files below dir: what prune must give back.
-function treeBytes(dir) {
-  let sum = 0;
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) sum += treeBytes(p);
-    else if (e.isFile()) sum += fs.lstatSync(p).size;
-  }
-  return sum;
-}
 
 function makeRootfs(dir) {
   fs.mkdirSync(path.join(dir, 'bin'), { recursive: true });

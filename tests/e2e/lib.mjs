@@ -736,3 +736,14 @@ export async function rawHttpCall(target, session, method, params, { id = 7, ver
   const messages = res.status === 200 ? mcpMessages(res) : [];
   return { res, messages, response: messages.find((m) => m.id === id) };
 }
+
+// Bytes of the regular files below dir (symlinks not followed).
+export function treeBytes(dir) {
+  let sum = 0;
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) sum += treeBytes(p);
+    else if (e.isFile()) sum += fs.lstatSync(p).size;
+  }
+  return sum;
+}

@@ -924,7 +924,46 @@ static bool is_url(const char *s) {
                strstr(s, "://") != NULL;
 }
 
-static int find_sources(build *b, stage *s, const df_inst *in, bool add, source **ret, size_t *ret_n, cm_err *err) {
+/* One source named in the context (p cleaned, not a pattern). */
+static int context_source(build *b, const char *raw, char *p, source *ret, cm_err *err) {
+        struct stat st;
+        const char *slash = strrchr(p, '/');
+        cleanup_free char *parent = slash ? xstrndup(p, (size_t)(slash - p)) : xstrdup("");
+        cleanup_close int dir = parent[0] ? img_open_beneath(b->ctx, parent, O_RDONLY | O_DIRECTORY) : dup(b->ctx);
+
+        if (p[0] && (dir < 0 || fstatat(dir, slash ? slash + 1 : p, &st, AT_SYMLINK_NOFOLLOW) < 0))
+                return cm_err_set(err, ENOENT,
+                                  "\"%s\" is not in the build context (paths are relative to the context; a "
+                                  "symlinked directory on the way is not followed)",
+                                  raw);
+        if (!p[0] && fstat(b->ctx, &st) < 0)
+                return cm_err_sys(err, errno, "the build context");
+        if (p[0] && cm_dockerignore_excluded(b->ign, p) && !(S_ISDIR(st.st_mode) && cm_dockerignore_enter(b->ign, p)))
+                return cm_err_set(err, ENOENT, "\"%s\" is excluded by the context's .dockerignore", raw);
+        *ret = (source){p, st, -1};
+        return 0;
+}
+
+/* One source in the --from file system: resolved there. */
+static int from_source_path(copy_job *j, const char *raw, const char *p, source *ret, cm_err *err) {
+        struct stat st;
+        char *resolved = NULL;
+        int layer = 0;
+
+        if (has_glob(raw))
+                return cm_err_set(err, ENOTSUP,
+                                  "%s: wildcards with --from are not supported by the native builder; name the files "
+                                  "or their directory",
+                                  raw);
+        if (img_layers_lookup(j->src, p, true, &st, &resolved, &layer) < 0)
+                return cm_err_set(err, ENOENT, "\"%s\" is not in the --from source", raw);
+        *ret = (source){resolved, st, layer};
+        return 0;
+}
+
+/* The sources an instruction names, in the context (globs matched there)
+ * or, with --from, in that file system. */
+static int find_sources(build *b, stage *s, const df_inst *in, copy_job *j, source **ret, size_t *ret_n, cm_err *err) {
         source *v = NULL;
         size_t n = 0;
 
@@ -939,8 +978,8 @@ static int find_sources(build *b, stage *s, const df_inst *in, bool add, source 
                                          raw);
                         goto fail;
                 }
-                p = img_path_clean(raw, NULL); /* as Docker: ".." stops at the context's root */
-                if (has_glob(p)) {
+                p = img_path_clean(raw, NULL); /* as Docker: ".." stops at the root */
+                if (!j->src && has_glob(p)) {
                         size_t before = n;
                         if (glob_walk(b, b->ctx, "", p, &v, &n, 0, err) < 0)
                                 goto fail;
@@ -951,37 +990,17 @@ static int find_sources(build *b, stage *s, const df_inst *in, bool add, source 
                         qsort(v + before, n - before, sizeof *v, cmp_source);
                         continue;
                 }
-                {
-                        struct stat st;
-                        const char *slash = strrchr(p, '/');
-                        cleanup_free char *parent = slash ? xstrndup(p, (size_t)(slash - p)) : xstrdup("");
-                        cleanup_close int dir =
-                                parent[0] ? img_open_beneath(b->ctx, parent, O_RDONLY | O_DIRECTORY) : dup(b->ctx);
-                        if (p[0] && (dir < 0 || fstatat(dir, slash ? slash + 1 : p, &st, AT_SYMLINK_NOFOLLOW) < 0)) {
-                                (void)cm_err_set(err, ENOENT,
-                                                 "\"%s\" is not in the build context (paths are relative to the "
-                                                 "context; a symlinked directory on the way is not followed)",
-                                                 raw);
-                                goto fail;
-                        }
-                        if (!p[0] && fstat(b->ctx, &st) < 0) {
-                                (void)cm_err_sys(err, errno, "the build context");
-                                goto fail;
-                        }
-                        if (p[0] && cm_dockerignore_excluded(b->ign, p) &&
-                            !(S_ISDIR(st.st_mode) && cm_dockerignore_enter(b->ign, p))) {
-                                (void)cm_err_set(err, ENOENT, "\"%s\" is excluded by the context's .dockerignore", raw);
-                                goto fail;
-                        }
-                        if (n >= MAX_SOURCES) {
-                                (void)cm_err_set(err, E2BIG, "more than %d sources", MAX_SOURCES);
-                                goto fail;
-                        }
-                        v = xrealloc(v, (n + 1) * sizeof *v);
-                        v[n++] = (source){steal_pointer(&p), st, -1};
+                if (n >= MAX_SOURCES) {
+                        (void)cm_err_set(err, E2BIG, "more than %d sources", MAX_SOURCES);
+                        goto fail;
                 }
+                v = xrealloc(v, (n + 1) * sizeof *v);
+                if ((j->src ? from_source_path(j, raw, p, &v[n], err) : context_source(b, raw, p, &v[n], err)) < 0)
+                        goto fail;
+                if (!j->src)
+                        p = NULL; /* the source has it */
+                n++;
         }
-        (void)add;
         *ret = v;
         *ret_n = n;
         return 0;
@@ -1064,40 +1083,6 @@ static int from_source(build *b, const char *name, char ***ret_low, char ret_key
         (void)snprintf(ret_key, 65, "%s", e.config + 7);
         img_entry_clear(&e);
         return 0;
-}
-
-static int find_sources_from(build *b, stage *s, const df_inst *in, copy_job *j, source **ret, size_t *ret_n,
-                             cm_err *err) {
-        source *v = NULL;
-        size_t n = 0;
-
-        for (size_t i = 0; i + 1 < in->n_args; i++) {
-                cleanup_free char *raw = NULL, *p = NULL, *resolved = NULL;
-                struct stat st;
-                int layer = 0;
-                if (word(b, s, in->args[i], &raw, err) < 0)
-                        goto fail;
-                if (has_glob(raw)) {
-                        (void)cm_err_set(err, ENOTSUP,
-                                         "%s: wildcards with --from are not supported by the native builder; name "
-                                         "the files or their directory",
-                                         raw);
-                        goto fail;
-                }
-                p = img_path_clean(raw, NULL);
-                if (img_layers_lookup(j->src, p, true, &st, &resolved, &layer) < 0) {
-                        (void)cm_err_set(err, ENOENT, "\"%s\" is not in the --from source", raw);
-                        goto fail;
-                }
-                v = xrealloc(v, (n + 1) * sizeof *v);
-                v[n++] = (source){steal_pointer(&resolved), st, layer};
-        }
-        *ret = v;
-        *ret_n = n;
-        return 0;
-fail:
-        sources_free(v, n);
-        return -1;
 }
 
 /* The sources, hashed (j->t NULL) or written. */
@@ -1226,8 +1211,7 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
         }
         if (from && from_source(b, from, &j.src, from_key, err) < 0)
                 goto out;
-        if (word(b, s, in->args[in->n_args - 1], &dest_raw, err) < 0 ||
-            (from ? find_sources_from(b, s, in, &j, &v, &n, err) : find_sources(b, s, in, j.add, &v, &n, err)) < 0)
+        if (word(b, s, in->args[in->n_args - 1], &dest_raw, err) < 0 || find_sources(b, s, in, &j, &v, &n, err) < 0)
                 goto out;
         dest = abs_path(s, dest_raw);
         /* as Docker: a trailing "/", or "." / "x/.", names a directory */
