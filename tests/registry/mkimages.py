@@ -89,7 +89,10 @@ class Layout:
         cfg = {"created": "2023-11-14T22:13:20Z", "architecture": arch, "os": "linux",
                "config": config or {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
                                     "Cmd": ["sh"]},
-               "rootfs": {"type": "layers", "diff_ids": diff_ids}, "history": []}
+               "rootfs": {"type": "layers", "diff_ids": diff_ids},
+               # one entry a layer, as builders write them (buildah counts them)
+               "history": [{"created": "2023-11-14T22:13:20Z", "created_by": f"layer {i + 1} of the test image"}
+                           for i in range(len(layers))]}
         if variant:
             cfg["variant"] = variant
         manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
