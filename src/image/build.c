@@ -41,6 +41,7 @@ struct img_tar {
         int fd;
         struct archive *a;
         size_t entries;
+        uint64_t bytes; /* written so far, 512 a header: the size cap's count */
         /* hard links of the upper dir: dev/ino -> the first path */
         struct link {
                 dev_t dev;
@@ -111,8 +112,26 @@ static struct archive_entry *entry(const char *path, mode_t mode, uid_t uid, gid
         return e;
 }
 
+/* Count bytes against the store's size cap (CONTAINER_MCP_IMAGE_MAX_SIZE):
+ * a context or an ADD archive (a decompression bomb) never writes a layer
+ * bigger than an image may be. */
+static int charge(img_tar *t, uint64_t n, const char *path, cm_err *err) {
+        t->bytes += n;
+        if (t->bytes > img_store_max_size(t->s))
+                return cm_err_set(err, EFBIG,
+                                  "the layer passes %llu bytes at \"%s\", more than an image may be "
+                                  "(CONTAINER_MCP_IMAGE_MAX_SIZE)",
+                                  (unsigned long long)img_store_max_size(t->s), path);
+        return 0;
+}
+
 static int put_header(img_tar *t, struct archive_entry *e, const char *path, cm_err *err) {
-        int r = archive_write_header(t->a, e);
+        int r;
+        if (charge(t, 512, path, err) < 0) {
+                archive_entry_free(e);
+                return -1;
+        }
+        r = archive_write_header(t->a, e);
         archive_entry_free(e);
         if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
                 return tar_error(t, path, err);
@@ -147,6 +166,8 @@ int img_tar_add_file(img_tar *t, const char *path, int fd, const struct stat *st
                         continue;
                 if (n <= 0)
                         return cm_err_sys(err, n < 0 ? errno : EIO, "\"%s\" changed while it was read", path);
+                if (charge(t, (uint64_t)n, path, err) < 0)
+                        return -1;
                 if (archive_write_data(t->a, buf, (size_t)n) != n)
                         return tar_error(t, path, err);
                 left -= n;
@@ -227,16 +248,17 @@ int img_tar_add_archive(img_tar *t, int fd, const char *dir, bool chown, uid_t u
                 }
                 archive_entry_set_uname(e, NULL);
                 archive_entry_set_gname(e, NULL);
-                if (archive_write_header(t->a, e) < ARCHIVE_WARN) {
-                        r = tar_error(t, name, err);
+                if (charge(t, 512, name, err) < 0 || archive_write_header(t->a, e) < ARCHIVE_WARN) {
+                        r = err->code ? -1 : tar_error(t, name, err);
                         (void)archive_read_free(a);
                         return r;
                 }
                 t->entries++;
                 n++;
                 while ((got = archive_read_data(a, buf, IO_BLOCK)) > 0)
-                        if (archive_write_data(t->a, buf, (size_t)got) != got) {
-                                r = tar_error(t, name, err);
+                        if (charge(t, (uint64_t)got, name, err) < 0 ||
+                            archive_write_data(t->a, buf, (size_t)got) != got) {
+                                r = err->code ? -1 : tar_error(t, name, err);
                                 (void)archive_read_free(a);
                                 return r;
                         }

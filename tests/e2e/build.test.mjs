@@ -472,7 +472,7 @@ describe('build_image on the native backend', () => {
     refused(await buildRaw(s, { context: dir, dockerfile: 'Dockerfile.nostage' }), /line 2/, /--from=nowhere/);
   });
 
-  test('12. a RUN that writes past CONTAINER_MCP_IMAGE_MAX_SIZE fails, and nothing of it stays on disk', T, async (t) => {
+  test('12. a RUN, a COPY or an ADD that writes past CONTAINER_MCP_IMAGE_MAX_SIZE fails, and nothing of it stays on disk', T, async (t) => {
     if (skipReason) return t.skip(skipReason);
     const small = await open({ CONTAINER_MCP_IMAGE_MAX_SIZE: '16m' });
     try {
@@ -486,6 +486,25 @@ describe('build_image on the native backend', () => {
       assert.match(text, tmpfs ? /No space left|I\/O error/ : /No space left|I\/O error|CONTAINER_MCP_IMAGE_MAX_SIZE/, text);
       // the step's upper dir went with it
       assert.deepEqual(fs.readdirSync(path.join(state, 'images', 'tmp')).filter((n) => n.startsWith('run-')), []);
+      // COPY of a big file and ADD of a decompression bomb stop at the cap
+      // while they write, not once the whole layer is on disk
+      const bomb = context('bomb', {
+        'Dockerfile.copy': `FROM ${BASE}\nCOPY big.bin /big.bin\n`,
+        'Dockerfile.add': `FROM ${BASE}\nADD bomb.tar.gz /opt/\n`,
+      });
+      fs.writeFileSync(path.join(bomb, 'big.bin'), Buffer.alloc(40 << 20));
+      fs.mkdirSync(path.join(work, 'bomb'), { recursive: true });
+      fs.writeFileSync(path.join(work, 'bomb', 'zeros'), Buffer.alloc(40 << 20));
+      const tar = spawnSync('tar', ['-C', path.join(work, 'bomb'), '-czf', path.join(bomb, 'bomb.tar.gz'), 'zeros']);
+      assert.equal(tar.status, 0, String(tar.stderr));
+      assert.ok(fs.statSync(path.join(bomb, 'bomb.tar.gz')).size < 1 << 20, 'the bomb is small');
+      for (const df of ['Dockerfile.copy', 'Dockerfile.add']) {
+        // the writer stopped it (the unpacker would too, after the whole tar was written)
+        const why = refused(await buildRaw(small, { context: bomb, dockerfile: df }), /line 2/, /the layer passes \d+ bytes/,
+          /CONTAINER_MCP_IMAGE_MAX_SIZE/);
+        t.diagnostic(`${df}: ${why}`);
+      }
+      assert.deepEqual(fs.readdirSync(path.join(state, 'images', 'tmp')), []);
     } finally {
       await small.close().finally(() => small.kill());
     }
