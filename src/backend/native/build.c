@@ -1383,16 +1383,8 @@ int native_image_build(cm_backend *be, const cm_build_spec *spec, const cm_cance
                 r = img_build_publish(b.s, s->doc, s->descs, s->layers, s->n_layers, spec->tag, s->created, s->size, &e,
                                       err);
         }
-        if (r == 0) {
-                ret->id = xstrdup(e.config);
-                ret->digest = xstrdup(e.manifest);
-                ret->names = xcalloc(e.n_names + 1, sizeof *ret->names);
-                for (size_t i = 0; i < e.n_names; i++)
-                        ret->names[i] = xstrdup(e.names[i]);
-                ret->n_names = e.n_names;
-                ret->size = e.size;
-                ret->created = e.created;
-        }
+        if (r == 0)
+                native_image_info(&e, false, ret);
 out:
         img_entry_clear(&e);
         for (size_t i = 0; i < b.n_st; i++)

@@ -557,8 +557,8 @@ static int exit_code_of(const siginfo_t *si) {
 
 /* A started run to completion: its output pumped until it ends, then
  * everything of it gone (l freed). */
-static int wait_launch(native *n, const cm_run_spec *spec, launch *l, const cm_cancel *cancel, cm_exec_result *ret,
-                       cm_err *err) {
+static int wait_launch(native *n, const cm_run_spec *spec, launch *l, int64_t t0, const cm_cancel *cancel,
+                       cm_exec_result *ret, cm_err *err) {
         siginfo_t si = {0};
         int r;
         pump_io io = {.out_fd = l->out[0],
@@ -581,6 +581,9 @@ static int wait_launch(native *n, const cm_run_spec *spec, launch *l, const cm_c
         closefd(&l->pidfd);
         (void)cg_destroy(&l->st.cg);
         launch_free(l);
+        ret->duration_ms = cm_now_ms() - t0;
+        if (r < 0)
+                cm_exec_result_clear(ret);
         return r;
 }
 
@@ -607,11 +610,7 @@ static int run_wait(native *n, const cm_run_spec *spec, const native_image *im, 
                 launch_free(&l);
                 return -1;
         }
-        r = wait_launch(n, spec, &l, cancel, ret, err);
-        ret->duration_ms = cm_now_ms() - t0;
-        if (r < 0)
-                cm_exec_result_clear(ret);
-        return r;
+        return wait_launch(n, spec, &l, t0, cancel, ret, err);
 }
 
 int native_build_run(native *n, const cm_run_spec *spec, native_image *im, const char *upper, const cm_cancel *cancel,
@@ -619,7 +618,6 @@ int native_build_run(native *n, const cm_run_spec *spec, native_image *im, const
         build_in b = {im, upper};
         launch l;
         int64_t t0 = cm_now_ms();
-        int r;
 
         *ret = (cm_exec_result){0};
         if (prepare(n, spec, L_WAIT, false, &b, &l, err) < 0 || start(n, spec, &l, err) < 0) {
@@ -627,11 +625,7 @@ int native_build_run(native *n, const cm_run_spec *spec, native_image *im, const
                 launch_free(&l);
                 return -1;
         }
-        r = wait_launch(n, spec, &l, cancel, ret, err);
-        ret->duration_ms = cm_now_ms() - t0;
-        if (r < 0)
-                cm_exec_result_clear(ret);
-        return r;
+        return wait_launch(n, spec, &l, t0, cancel, ret, err);
 }
 
 int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *cancel, cm_exec_result *ret, cm_err *err) {

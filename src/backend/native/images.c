@@ -115,7 +115,7 @@ static bool in_use(void *arg, const char *manifest, char **ret_container) {
         return used;
 }
 
-static void info_from(const img_entry *e, bool used, cm_image_info *ret) {
+void native_image_info(const img_entry *e, bool used, cm_image_info *ret) {
         *ret = (cm_image_info){0};
         ret->id = xstrdup(e->config);
         ret->digest = xstrdup(e->manifest);
@@ -140,7 +140,7 @@ int native_image_list(cm_backend *b, cm_image_info **ret, size_t *ret_n, cm_err 
                 return -1;
         *ret = xcalloc(nv + 1, sizeof **ret);
         for (size_t i = 0; i < nv; i++)
-                info_from(&v[i], in_use(n, v[i].manifest, NULL), &(*ret)[i]);
+                native_image_info(&v[i], in_use(n, v[i].manifest, NULL), &(*ret)[i]);
         *ret_n = nv;
         img_entries_free(v, nv);
         return 0;
@@ -160,7 +160,7 @@ static int pull(native *n, img_store *s, const cm_pull_spec *spec, const cm_canc
         r = img_pull(s, &ref, &o, spec->progress, cancel, &e, err);
         cm_image_ref_free(&ref);
         if (r == 0 && ret)
-                info_from(&e, false, ret);
+                native_image_info(&e, false, ret);
         img_entry_clear(&e);
         return r;
 }
@@ -189,7 +189,7 @@ int native_image_pull(cm_backend *b, const cm_pull_spec *spec, const cm_cancel *
         r = img_import_at(s, root, spec->import->rel, spec->ref && spec->ref[0] ? spec->ref : NULL, spec->progress,
                           cancel, &e, err);
         if (r == 0 && ret)
-                info_from(&e, false, ret);
+                native_image_info(&e, false, ret);
         img_entry_clear(&e);
         return r;
 }

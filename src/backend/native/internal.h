@@ -663,6 +663,8 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
  * and user), the changes in upper/u (rootfs_opts.upper), no pool. */
 int native_build_run(native *n, const cm_run_spec *spec, native_image *im, const char *upper, const cm_cancel *cancel,
                      cm_exec_result *ret, cm_err *err);
+/* What list_images and the rest report of a store entry. */
+void native_image_info(const img_entry *e, bool used, cm_image_info *ret);
 int native_image_build(cm_backend *b, const cm_build_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
                        cm_err *err);
 int native_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm_cancel *cancel, cm_exec_result *ret,
