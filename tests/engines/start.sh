@@ -73,6 +73,11 @@ start_docker() {
                 # No engine answers: what a killed run left (a half-made
                 # id-mapped data root, which dockerd then refuses) goes.
                 rm -rf "$sock" "$d/data" "$d/exec" "$d/tls.env"
+                # dockerd's remapped root must walk down to its data root: a
+                # test dir left 0700 (containers/storage makes its roots so,
+                # and a stop that could not remove them keeps them) stops it
+                # with "a subdirectory in your graphroot path restricts access"
+                chmod o+x "$dir" "$d"
                 if command -v openssl >/dev/null && make_certs "$d/tls" &&
                         port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"; then
                         tls=(--host "tcp://127.0.0.1:$port" --tlsverify --tlscacert "$d/tls/ca.pem"
