@@ -289,6 +289,18 @@ describe('build_image on the native backend', () => {
     }
   });
 
+  test('2b. cache: ENV and LABEL of the same pair are different inputs to a later RUN', T, async (t) => {
+    if (skipReason) return t.skip(skipReason);
+    const dir = context('env-label', {
+      'Dockerfile.label': `FROM ${BASE}\nLABEL SEEN=yes\nRUN echo "seen=$SEEN" > /seen\n`,
+      'Dockerfile.env': `FROM ${BASE}\nENV SEEN=yes\nRUN echo "seen=$SEEN" > /seen\n`,
+    });
+    await build(s, { context: dir, dockerfile: 'Dockerfile.label', tag: 'envlabel:1' });
+    await build(s, { context: dir, dockerfile: 'Dockerfile.env', tag: 'envlabel:2' });
+    assert.equal(await stdoutOf(s, 'envlabel:1', 'cat /seen'), 'seen=\n');
+    assert.equal(await stdoutOf(s, 'envlabel:2', 'cat /seen'), 'seen=yes\n', 'the ENV build reused the LABEL build\'s RUN');
+  });
+
   test('3. whiteouts: files a later RUN removes are gone; a directory removed and made again has only its new contents', T, async (t) => {
     if (skipReason) return t.skip(skipReason);
     const dir = context('whiteout', {

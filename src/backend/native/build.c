@@ -399,7 +399,10 @@ static int do_meta(build *b, stage *s, const df_inst *in, cm_err *err) {
                                 }
                                 (void)json_object_set_new(labels, k, json_string(v));
                         }
-                        fold(s, k, v);
+                        /* with the instruction: ENV and LABEL of the same pair
+                         * change a later RUN differently */
+                        cleanup_json json_t *pair = json_pack("[s, s]", k, v);
+                        fold_json(s, df_cmd_name(in->cmd), pair);
                 }
                 return 0;
         case DF_ARG:
@@ -417,7 +420,8 @@ static int do_meta(build *b, stage *s, const df_inst *in, cm_err *err) {
                         if (!given && !def)
                                 given = json_string_value(json_object_get(b->meta, name));
                         (void)json_object_set_new(s->args, name, json_string(given ? given : def ? def : ""));
-                        fold(s, name, given ? given : def ? def : "");
+                        fold(s, "ARG", name);
+                        fold(s, "=", given ? given : def ? def : "");
                 }
                 return 0;
         case DF_WORKDIR: {
