@@ -279,6 +279,15 @@ int img_tar_add_archive(img_tar *t, int fd, const char *dir, bool chown, uid_t u
 
 /* ---- a RUN's upper dir ---------------------------------------------------- */
 
+static bool is_whiteout(const struct stat *st) { return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0); }
+
+/* An empty entry: a whiteout (.wh.NAME) or an opaque marker. */
+static int put_marker(img_tar *t, const char *path, int64_t mtime, cm_err *err) {
+        struct archive_entry *e = entry(path, S_IFREG | 0644, 0, 0, mtime);
+        archive_entry_set_size(e, 0);
+        return put_header(t, e, path, err);
+}
+
 typedef struct walk {
         img_tar *t;
         const char *const *skip;
@@ -303,8 +312,7 @@ static uid_t unshift(const walk *w, unsigned id, bool is_uid) { return img_owner
 
 static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* A directory's entries, sorted; NULL-terminated. */
-static char **list_dir(int fd) {
+char **img_list_dir(int fd) {
         int dup_fd = dup(fd);
         DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
         struct dirent *de;
@@ -363,9 +371,7 @@ static int flush(walk *w, pending *p, cm_err *err) {
                 return -1;
         if (p->opaque) {
                 cleanup_free char *wh = xasprintf("%s/.wh..wh..opq", p->path);
-                struct archive_entry *e = entry(wh, S_IFREG | 0644, 0, 0, (int64_t)p->st.st_mtime);
-                archive_entry_set_size(e, 0);
-                return put_header(w->t, e, wh, err);
+                return put_marker(w->t, wh, (int64_t)p->st.st_mtime, err);
         }
         return 0;
 }
@@ -394,11 +400,9 @@ static int walk_entry(walk *w, int dir, pending *here, const char *name, int dep
                 return 0;
         if (flush(w, here, err) < 0)
                 return -1;
-        if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+        if (is_whiteout(&st)) {
                 cleanup_free char *wh = here ? xasprintf("%s/.wh.%s", here->path, name) : xasprintf(".wh.%s", name);
-                struct archive_entry *e = entry(wh, S_IFREG | 0644, 0, 0, (int64_t)st.st_mtime);
-                archive_entry_set_size(e, 0);
-                return put_header(w->t, e, wh, err);
+                return put_marker(w->t, wh, (int64_t)st.st_mtime, err);
         }
         if (S_ISLNK(st.st_mode)) {
                 char target[4096];
@@ -438,7 +442,7 @@ static int walk_entry(walk *w, int dir, pending *here, const char *name, int dep
 }
 
 static int walk_dir(walk *w, int dir, pending *here, int depth, cm_err *err) {
-        char **names = list_dir(dir);
+        char **names = img_list_dir(dir);
         int r = 0;
 
         for (char **p = names; *p && r == 0; p++)
@@ -538,16 +542,11 @@ static int cmp_dirent(const void *a, const void *b) {
         return strcmp(((const img_dirent *)a)->name, ((const img_dirent *)b)->name);
 }
 
-static bool is_whiteout(const struct stat *st) { return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0); }
-
 /* cur/name in the layers: the top layer with it decides; an opaque cur
  * hides the layers below.  0, or -ENOENT. */
 static int find(char *const *layers, const char *cur, const char *name, struct stat *ret, int *ret_layer) {
         for (int i = 0; layers[i]; i++) {
-                cleanup_close int root = open(layers[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC), dir = -1;
-                if (root < 0)
-                        continue;
-                dir = cur[0] ? img_open_beneath(root, cur, O_RDONLY | O_DIRECTORY) : dup(root);
+                cleanup_close int dir = img_layer_opendir(layers[i], cur);
                 if (dir < 0)
                         continue;
                 if (fstatat(dir, name, ret, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -593,18 +592,12 @@ int img_layers_lookup(char *const *layers, const char *path, bool follow, struct
                         continue;
                 }
                 r = find(layers, cur, c, &st, &layer);
-                at = layer;
+                if (r == 0)
+                        at = layer;
                 if (r == 0 && S_ISLNK(st.st_mode) && (n > 0 || follow)) {
                         char target[4096];
-                        cleanup_free char *rel = cur[0] ? xasprintf("%s/%s", cur, c) : xstrdup(c);
-                        cleanup_close int root = open(layers[layer], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                        cleanup_close int dir = -1;
+                        cleanup_close int dir = img_layer_opendir(layers[layer], cur);
                         ssize_t len = -1;
-                        const char *slash = strrchr(rel, '/');
-                        cleanup_free char *parent = slash ? xstrndup(rel, (size_t)(slash - rel)) : xstrdup("");
-                        dir = root < 0    ? -1
-                              : parent[0] ? img_open_beneath(root, parent, O_RDONLY | O_DIRECTORY)
-                                          : dup(root);
                         if (dir >= 0)
                                 len = readlinkat(dir, c, target, sizeof target - 1);
                         free(c);
@@ -646,45 +639,34 @@ int img_layers_lookup(char *const *layers, const char *path, bool follow, struct
 int img_layers_list(char *const *layers, const char *dir, img_dirent **ret, size_t *ret_n) {
         img_dirent *v = NULL;
         size_t n = 0;
-        char **seen = NULL;
-        size_t n_seen = 0;
+        cleanup_json json_t *seen = json_object(); /* names an upper layer had */
         bool found = false;
 
         for (int i = 0; layers[i]; i++) {
                 cleanup_close int root = open(layers[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd = -1;
                 struct stat st;
                 char **names;
-                bool stop;
                 if (root < 0)
                         continue;
                 if (dir[0] && fstatat(root, dir, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
                         break; /* a file or a whiteout here hides the layers below */
-                fd = dir[0] ? img_open_beneath(root, dir, O_RDONLY | O_DIRECTORY) : dup(root);
-                if (fd < 0)
+                if ((fd = img_layer_opendir(layers[i], dir)) < 0)
                         continue;
                 found = true;
-                names = list_dir(fd);
+                names = img_list_dir(fd);
                 for (char **p = names; *p; p++) {
-                        bool dup_name = false;
-                        for (size_t k = 0; k < n_seen && !dup_name; k++)
-                                dup_name = strcmp(seen[k], *p) == 0;
-                        if (dup_name)
+                        if (json_object_get(seen, *p))
                                 continue;
-                        seen = xrealloc(seen, (n_seen + 1) * sizeof *seen);
-                        seen[n_seen++] = xstrdup(*p);
+                        (void)json_object_set_new(seen, *p, json_true());
                         if (fstatat(fd, *p, &st, AT_SYMLINK_NOFOLLOW) < 0 || is_whiteout(&st))
                                 continue;
                         v = xrealloc(v, (n + 1) * sizeof *v);
                         v[n++] = (img_dirent){xstrdup(*p), i, st};
                 }
                 strv_free(names);
-                stop = opaque(fd);
-                if (stop)
+                if (opaque(fd))
                         break;
         }
-        for (size_t k = 0; k < n_seen; k++)
-                free(seen[k]);
-        free(seen);
         if (!found) {
                 free(v);
                 return -ENOENT;
@@ -740,11 +722,9 @@ int img_build_base_layers(img_store *s, const img_entry *base, json_t **ret, cm_
 }
 
 json_t *img_build_layer_desc(img_store *s, const char *diffid) {
-        cleanup_free char *rel = xasprintf("blobs/sha256/%s", diffid);
-        struct stat st = {0};
-        (void)fstatat(s->dfd, rel, &st, 0);
-        return json_pack("{s:s, s:s+, s:I}", "mediaType", LAYER_MEDIA, "digest", "sha256:", diffid, "size",
-                         (json_int_t)st.st_size);
+        cleanup_free char *digest = xasprintf("sha256:%s", diffid);
+        return json_pack("{s:s, s:s, s:I}", "mediaType", LAYER_MEDIA, "digest", digest, "size",
+                         (json_int_t)img_blob_size(s, digest));
 }
 
 static char *put_json(img_store *s, json_t *j, cm_err *err) {
@@ -776,15 +756,8 @@ int img_build_publish(img_store *s, json_t *config, json_t *descs, char *const *
                 return -1;
         m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:O}", "schemaVersion", 2, "mediaType",
                       "application/vnd.oci.image.manifest.v1+json", "config", "mediaType",
-                      "application/vnd.oci.image.config.v1+json", "digest", cdigest, "size", (json_int_t)0, "layers",
-                      descs);
-        {
-                /* the config's size: the blob's */
-                cleanup_free char *rel = xasprintf("blobs/sha256/%s", cdigest + 7);
-                struct stat st = {0};
-                (void)fstatat(s->dfd, rel, &st, 0);
-                (void)json_object_set_new(json_object_get(m, "config"), "size", json_integer(st.st_size));
-        }
+                      "application/vnd.oci.image.config.v1+json", "digest", cdigest, "size",
+                      (json_int_t)img_blob_size(s, cdigest), "layers", descs);
         if (!(mdigest = put_json(s, m, err)))
                 return -1;
         e.manifest = steal_pointer(&mdigest);
@@ -807,13 +780,6 @@ int img_build_publish(img_store *s, json_t *config, json_t *descs, char *const *
 }
 
 int img_build_base(img_store *s, const char *ref, img_entry *ret, json_t **ret_doc, json_t **ret_descs, cm_err *err) {
-        if (img_resolve(s, ref, ret, err) < 0)
-                return -1;
-        return img_build_base_of(s, ref, ret, ret_doc, ret_descs, err);
-}
-
-int img_build_base_of(img_store *s, const char *ref, img_entry *ret, json_t **ret_doc, json_t **ret_descs,
-                      cm_err *err) {
         cleanup_free char *buf = NULL;
         size_t len;
         json_t *doc;
@@ -846,6 +812,20 @@ int img_build_lock(img_store *s, cm_err *err) {
 }
 
 char *img_build_tmp(img_store *s, const char *what, cm_err *err) { return img_tmp_dir(s, what, err); }
+
+void img_build_tmp_remove(img_store *s, const char *dir) {
+        size_t len = strlen(s->dir);
+        if (strncmp(dir, s->dir, len) == 0 && dir[len] == '/')
+                img_remove_at(s->dfd, dir + len + 1);
+}
+
+int img_layer_opendir(const char *layer, const char *rel) {
+        cleanup_close int root = open(layer, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return -1;
+        return rel[0] ? img_open_beneath(root, rel, O_RDONLY | O_DIRECTORY)
+                      : openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
 
 uint64_t img_layer_bytes(img_store *s, const char *diffid) {
         cleanup_free char *rel = xasprintf("layers/%s", diffid);

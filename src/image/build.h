@@ -107,11 +107,17 @@ int img_build_publish(img_store *s, json_t *config, json_t *descs, char *const *
                       int64_t created, uint64_t size, img_entry *ret, cm_err *err);
 /* The descriptor of a layer this build made (its uncompressed tar). */
 json_t *img_build_layer_desc(img_store *s, const char *diffid);
-/* A build's base image: its entry, config document (without rootfs)
- * and layer descriptors.  Errors say "FROM ref: ...". */
-int img_build_base(img_store *s, const char *ref, img_entry *ret, json_t **ret_doc, json_t **ret_descs, cm_err *err);
-/* The same for an entry already resolved (ret, which it clears on failure). */
-int img_build_base_of(img_store *s, const char *ref, img_entry *ret, json_t **ret_doc, json_t **ret_descs, cm_err *err);
+/* A build's base image, resolved into e: its config document (without
+ * rootfs) and layer descriptors.  e is cleared on failure; ref names it
+ * in errors. */
+int img_build_base(img_store *s, const char *ref, img_entry *e, json_t **ret_doc, json_t **ret_descs, cm_err *err);
+/* A directory of the tmp dir removed (a RUN's, made by img_build_tmp). */
+void img_build_tmp_remove(img_store *s, const char *dir);
+/* A directory's entries (not . and ..), sorted; NULL-terminated. */
+char **img_list_dir(int fd);
+/* rel (relative, no symlink on the way; "": the layer itself) in the
+ * layer directory `layer`, opened O_DIRECTORY; -1 with errno. */
+int img_layer_opendir(const char *layer, const char *rel);
 /* gc.lock, shared, for the whole build: an fd, or -1. */
 int img_build_lock(img_store *s, cm_err *err);
 /* A new directory under the store's tmp/ (cleared when no build or

@@ -18,10 +18,10 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "image/build.h"
 #include "image/internal.h"
 #include "util/cleanup.h"
 #include "util/json.h"
@@ -35,18 +35,6 @@ typedef struct job {
         img_entry *ret;
 } job;
 
-static const char *host_arch(void) {
-        struct utsname u;
-        static char arch[32];
-        if (uname(&u) < 0)
-                return "amd64";
-        if (strcmp(u.machine, "x86_64") == 0)
-                return "amd64";
-        if (strcmp(u.machine, "aarch64") == 0)
-                return "arm64";
-        (void)snprintf(arch, sizeof arch, "%.31s", u.machine);
-        return arch;
-}
 
 static void progress(const job *j, const char *what, uint64_t done, uint64_t total) {
         if (j->progress && j->progress->fn)
@@ -100,7 +88,7 @@ static const char *layer_media(img_store *s, const char *digest) {
         return "application/vnd.oci.image.layer.v1.tar";
 }
 
-static int64_t blob_size(img_store *s, const char *digest) {
+int64_t img_blob_size(img_store *s, const char *digest) {
         cm_err e = CM_ERR_INIT;
         cleanup_close int fd = img_blob_open(s, digest, &e);
         struct stat st;
@@ -164,11 +152,11 @@ static int make_manifest(job *j, const char *config, char *const *blobs, size_t 
         for (size_t i = 0; i < n; i++)
                 (void)json_array_append_new(layers, json_pack("{s:s, s:s, s:I}", "mediaType",
                                                               layer_media(j->s, blobs[i]), "digest", blobs[i], "size",
-                                                              (json_int_t)blob_size(j->s, blobs[i])));
+                                                              (json_int_t)img_blob_size(j->s, blobs[i])));
         m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:O}", "schemaVersion", 2, "mediaType",
                       "application/vnd.oci.image.manifest.v1+json", "config", "mediaType",
                       "application/vnd.oci.image.config.v1+json", "digest", config, "size",
-                      (json_int_t)blob_size(j->s, config), "layers", layers);
+                      (json_int_t)img_blob_size(j->s, config), "layers", layers);
         text = json_dumps(m, JSON_COMPACT);
         return img_blob_put_mem(j->s, text, strlen(text), ret, err);
 }
@@ -229,7 +217,7 @@ out:
 }
 
 static bool platform_fits(const img_desc *d) {
-        return (!d->os || strcmp(d->os, "linux") == 0) && (!d->arch || strcmp(d->arch, host_arch()) == 0);
+        return (!d->os || strcmp(d->os, "linux") == 0) && (!d->arch || strcmp(d->arch, img_host_arch()) == 0);
 }
 
 /* A nested index (a multi-platform image): the host's manifest in it. */
@@ -249,7 +237,7 @@ static int pick_platform(job *j, const img_desc *d, img_desc *ret, cm_err *err) 
                         return 0;
                 }
         img_descs_free(v, n);
-        return cm_err_set(err, ENOENT, "the image index %s has no manifest for linux/%s", d->digest, host_arch());
+        return cm_err_set(err, ENOENT, "the image index %s has no manifest for linux/%s", d->digest, img_host_arch());
 }
 
 /* The name a layout's descriptor carries: a full reference in the
@@ -291,7 +279,7 @@ static int import_oci(job *j, cm_err *err) {
         }
         img_descs_free(v, n);
         if (r == 0 && done == 0)
-                return cm_err_set(err, ENOENT, "the OCI layout has no image for linux/%s", host_arch());
+                return cm_err_set(err, ENOENT, "the OCI layout has no image for linux/%s", img_host_arch());
         return r;
 }
 
@@ -443,7 +431,7 @@ static int import_rootfs(job *j, int fd, cm_err *err) {
                 goto out;
         diff = xasprintf("sha256:%s", e.layers[0]);
         (void)strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
-        cfg = json_pack("{s:s, s:s, s:s, s:{s:s, s:[s]}, s:{}}", "architecture", host_arch(), "os", "linux", "created",
+        cfg = json_pack("{s:s, s:s, s:s, s:{s:s, s:[s]}, s:{}}", "architecture", img_host_arch(), "os", "linux", "created",
                         iso, "rootfs", "type", "layers", "diff_ids", diff, "config");
         text = json_dumps(cfg, JSON_COMPACT);
         if (img_blob_put_mem(j->s, text, strlen(text), &cdigest, err) < 0 ||

@@ -34,6 +34,8 @@ int img_blob_put_mem(img_store *s, const char *buf, size_t len, char **ret_diges
 int img_blob_open(img_store *s, const char *digest, cm_err *err);
 int img_blob_read(img_store *s, const char *digest, size_t max, char **ret, size_t *ret_len, cm_err *err);
 bool img_blob_exists(img_store *s, const char *digest);
+/* import.c: a stored blob's size; 0 when it is not there. */
+int64_t img_blob_size(img_store *s, const char *digest);
 
 /* A layer unpacked from a stored blob into layers/<diffid>; expect_diffid
  * (hex, or NULL: whatever it is) must match.  *ret_bytes: its files'

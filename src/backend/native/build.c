@@ -21,10 +21,8 @@
  * The whole build holds the store's gc.lock shared (no prune removes a
  * layer it is about to use) and the base images' in-use holds. */
 #include <errno.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +38,7 @@
 #include "image/dockerfile.h"
 #include "image/dockerignore.h"
 #include "image/layer.h"
+#include "policy/config.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/sha256.h"
@@ -130,7 +129,7 @@ static void fold_json(stage *s, const char *what, const json_t *j) {
         fold(s, what, text ? text : "");
 }
 
-/* "Dockerfile line N: INSTR: " in front of an error. */
+/* "Dockerfile line N (INSTRUCTION): " in front of an error. */
 static int step_error(build *b, cm_err *err) {
         if (b->in)
                 cm_err_prefix(err, "Dockerfile line %u (%.80s%s)", b->in->line, b->in->text,
@@ -238,18 +237,39 @@ static void add_layer(build *b, stage *s, const char *diffid, uint64_t bytes) {
         s->size += bytes;
 }
 
+/* A layer step's result (diffid "": it changed nothing) on the stage,
+ * made at `created`. */
+static void step_result(build *b, stage *s, const df_inst *in, const char *diffid, uint64_t bytes, int64_t created) {
+        s->created = created;
+        if (diffid[0])
+                add_layer(b, s, diffid, bytes);
+        history(s, in->text, !diffid[0]);
+}
+
+/* A layer step the cache has (stage.key is its key): taken from there. */
+static bool step_cached(build *b, stage *s, const df_inst *in) {
+        char diff[65];
+        int64_t created;
+        if (!img_cache_get(b->s, s->key, diff, &created))
+                return false;
+        progress(b, in->text, true);
+        step_result(b, s, in, diff, diff[0] ? img_layer_bytes(b->s, diff) : 0, created);
+        return true;
+}
+
+/* A layer step just made: into the cache, then onto the stage. */
+static void step_made(build *b, stage *s, const df_inst *in, const char *diffid, uint64_t bytes) {
+        int64_t now = (int64_t)time(NULL);
+        img_cache_put(b->s, s->key, diffid, now);
+        step_result(b, s, in, diffid, bytes, now);
+}
+
 /* The stage's layer dirs, top first (what overlayfs and lookups want). */
 static char **lowers(build *b, const stage *s) {
         char **v = xcalloc(s->n_layers + 1, sizeof *v);
         for (size_t i = 0; i < s->n_layers; i++)
                 v[i] = img_layer_path(b->s, s->layers[s->n_layers - 1 - i]);
         return v;
-}
-
-static void strv_free(char **v) {
-        for (char **p = v; p && *p; p++)
-                free(*p);
-        free(v);
 }
 
 /* An absolute path, cleaned ("a/../b" -> "/b"), relative ones against the
@@ -297,20 +317,24 @@ static void hold_image(build *b, const char *manifest) {
         (void)snprintf(b->held[b->n_holds++], sizeof b->held[0], "%s", manifest);
 }
 
+/* A stage's start: its base's layers (copied), size, time and key. */
+static void stage_layers(stage *s, char *const *layers, size_t n, uint64_t size, int64_t created, const char *key) {
+        s->layers = xcalloc(n + 1, sizeof *s->layers);
+        for (size_t i = 0; i < n; i++)
+                s->layers[i] = xstrdup(layers[i]);
+        s->n_layers = n;
+        s->size = size;
+        s->created = created;
+        (void)snprintf(s->key, sizeof s->key, "%s", key);
+}
+
 static int stage_from_image(build *b, stage *s, const char *ref, cm_err *err) {
         img_entry e = {0};
 
-        if (resolve_or_pull(b, ref, &e, err) < 0 || img_build_base_of(b->s, ref, &e, &s->doc, &s->descs, err) < 0)
+        if (resolve_or_pull(b, ref, &e, err) < 0 || img_build_base(b->s, ref, &e, &s->doc, &s->descs, err) < 0)
                 return -1;
         hold_image(b, e.manifest);
-        s->layers = xcalloc(e.n_layers + 1, sizeof *s->layers);
-        for (size_t i = 0; i < e.n_layers; i++)
-                s->layers[i] = xstrdup(e.layers[i]);
-        s->n_layers = e.n_layers;
-        s->size = e.size;
-        s->created = e.created;
-        (void)snprintf(s->key, sizeof s->key, "%s", e.config + 7);
-        (void)json_object_del(s->doc, "rootfs");
+        stage_layers(s, e.layers, e.n_layers, e.size, e.created, e.config + 7);
         img_entry_clear(&e);
         return 0;
 }
@@ -344,13 +368,7 @@ static int do_from(build *b, const df_inst *in, cm_err *err) {
                 if (from) {
                         s->doc = json_deep_copy(from->doc);
                         s->descs = json_deep_copy(from->descs);
-                        s->layers = xcalloc(from->n_layers + 1, sizeof *s->layers);
-                        for (size_t i = 0; i < from->n_layers; i++)
-                                s->layers[i] = xstrdup(from->layers[i]);
-                        s->n_layers = from->n_layers;
-                        s->size = from->size;
-                        s->created = from->created;
-                        memcpy(s->key, from->key, sizeof s->key);
+                        stage_layers(s, from->layers, from->n_layers, from->size, from->created, from->key);
                 } else if (stage_from_image(b, s, ref, err) < 0) {
                         stage_clear(s);
                         return -1;
@@ -374,6 +392,28 @@ static json_t *command_of(build *b, stage *s, const df_inst *in) {
                                                            : json_pack("[s, s]", "/bin/sh", "-c");
         (void)json_array_append_new(v, json_string(in->args[0]));
         return v;
+}
+
+/* An ARG declaration ("name" or "name=default"): --build-arg's value,
+ * else its default expanded (s NULL: before the first FROM, with the
+ * ARGs there), else, in a stage, what an ARG before the first FROM said. */
+static int arg_value(build *b, stage *s, const char *decl, char **ret_name, char **ret_value, cm_err *err) {
+        const char *eq = strchr(decl, '=');
+        char *name = eq ? xstrndup(decl, (size_t)(eq - decl)) : xstrdup(decl), *def = NULL;
+        const char *given = NULL;
+
+        for (size_t k = 0; k < b->spec->n_build_args; k++)
+                if (strcmp(b->spec->build_args[k].key, name) == 0)
+                        given = b->spec->build_args[k].value;
+        if (!given && eq && word(b, s, eq + 1, &def, err) < 0) {
+                free(name);
+                return -1;
+        }
+        if (!given && !def && s)
+                given = json_string_value(json_object_get(b->meta, name));
+        *ret_name = name;
+        *ret_value = def ? def : xstrdup(given ? given : ""); /* def only without given */
+        return 0;
 }
 
 static int do_meta(build *b, stage *s, const df_inst *in, cm_err *err) {
@@ -407,21 +447,12 @@ static int do_meta(build *b, stage *s, const df_inst *in, cm_err *err) {
                 return 0;
         case DF_ARG:
                 for (size_t i = 0; i < in->n_args; i++) {
-                        const char *eq = strchr(in->args[i], '=');
-                        cleanup_free char *name =
-                                eq ? xstrndup(in->args[i], (size_t)(eq - in->args[i])) : xstrdup(in->args[i]);
-                        cleanup_free char *def = NULL;
-                        const char *given = NULL;
-                        for (size_t k = 0; k < b->spec->n_build_args; k++)
-                                if (strcmp(b->spec->build_args[k].key, name) == 0)
-                                        given = b->spec->build_args[k].value;
-                        if (eq && word(b, s, eq + 1, &def, err) < 0)
+                        cleanup_free char *name = NULL, *value = NULL;
+                        if (arg_value(b, s, in->args[i], &name, &value, err) < 0)
                                 return -1;
-                        if (!given && !def)
-                                given = json_string_value(json_object_get(b->meta, name));
-                        (void)json_object_set_new(s->args, name, json_string(given ? given : def ? def : ""));
+                        (void)json_object_set_new(s->args, name, json_string(value));
                         fold(s, "ARG", name);
-                        fold(s, "=", given ? given : def ? def : "");
+                        fold(s, "=", value);
                 }
                 return 0;
         case DF_WORKDIR: {
@@ -542,13 +573,13 @@ static int run_in_sandbox(build *b, stage *s, json_t *argv_json, const char *upp
         json_t *v;
         size_t n_env = 0, i;
         const char *wd = json_string_value(json_object_get(conf(s), "WorkingDir"));
+        const char *user = json_string_value(json_object_get(conf(s), "User"));
         int r;
 
         im.e.manifest = xstrdup(NO_MANIFEST);
         im.cfg.env = strv_of(json_object_get(conf(s), "Env"));
-        if (json_string_value(json_object_get(conf(s), "User")) &&
-            json_string_value(json_object_get(conf(s), "User"))[0])
-                im.cfg.user = xstrdup(json_string_value(json_object_get(conf(s), "User")));
+        if (user && user[0])
+                im.cfg.user = xstrdup(user);
         im.lowers = lowers(b, s);
         /* the ARGs are the RUN's environment too, below ENV */
         env = xcalloc(json_object_size(s->args) + 1, sizeof *env);
@@ -586,7 +617,6 @@ static int do_run(build *b, stage *s, const df_inst *in, cm_err *err) {
         cleanup_free char *dir = NULL, *u = NULL, *w = NULL;
         cleanup_close int ufd = -1;
         char diff[65] = "";
-        int64_t created;
         uint64_t bytes = 0;
         img_owner own = native_image_owner(b->n);
         img_tar *t = NULL;
@@ -599,14 +629,8 @@ static int do_run(build *b, stage *s, const df_inst *in, cm_err *err) {
                         return cm_err_set(err, EINVAL, "--network=%s: a native build's RUN has no network (none)",
                                           in->flags[i].value);
         fold_json(s, "RUN", argv);
-        if (img_cache_get(b->s, s->key, diff, &created)) {
-                progress(b, in->text, true);
-                s->created = created;
-                if (diff[0])
-                        add_layer(b, s, diff, img_layer_bytes(b->s, diff));
-                history(s, in->text, !diff[0]);
+        if (step_cached(b, s, in))
                 return 0;
-        }
         progress(b, in->text, false);
         if (s->n_layers == 0)
                 return cm_err_set(err, EINVAL,
@@ -641,7 +665,7 @@ static int do_run(build *b, stage *s, const df_inst *in, cm_err *err) {
                 const char *wd = json_string_value(json_object_get(conf(s), "WorkingDir"));
                 char **low = lowers(b, s);
                 r = wd && wd[0] == '/' && wd[1] ? ensure_dir(b, low, ufd, wd, err) : 0;
-                strv_free(low);
+                cm_strv_free(low);
                 if (r < 0)
                         goto out;
         }
@@ -651,23 +675,14 @@ static int do_run(build *b, stage *s, const df_inst *in, cm_err *err) {
                 goto out;
         if (img_tar_entries(t) > 0 && (r = img_tar_commit(t, b->cancel, diff, &bytes, err)) < 0)
                 goto out;
-        s->created = (int64_t)time(NULL);
-        img_cache_put(b->s, s->key, diff, s->created);
-        if (diff[0])
-                add_layer(b, s, diff, bytes);
-        history(s, in->text, !diff[0]);
+        step_made(b, s, in, diff, bytes);
         r = 0;
 out:
         img_tar_free(t);
         if (tmpfs)
                 (void)umount2(dir, MNT_DETACH);
-        if (dir) {
-                const char *slash = strrchr(dir, '/');
-                cleanup_free char *parent = xstrndup(dir, (size_t)(slash - dir));
-                cleanup_close int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (pfd >= 0)
-                        img_remove_at(pfd, slash + 1);
-        }
+        if (dir)
+                img_build_tmp_remove(b->s, dir);
         return r;
 }
 
@@ -734,8 +749,6 @@ static int dest_dir(copy_job *j, const char *dest, char **ret, cm_err *err) {
         return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 static char *join(const char *dir, const char *name) { return dir[0] ? xasprintf("%s/%s", dir, name) : xstrdup(name); }
 
 /* One file of the context (the entry `name` of dir, as st says) at
@@ -744,57 +757,33 @@ static int copy_one(copy_job *j, int dir, const char *name, const struct stat *s
                     const char *target, cm_err *err);
 
 static int copy_tree(copy_job *j, int dir, const char *ctxpath, const char *target, int depth, cm_err *err) {
-        int dup_fd = dup(dir);
-        DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-        struct dirent *de;
-        char **names = NULL;
-        size_t n = 0;
+        char **names;
         int r = 0;
 
-        if (!d) {
-                if (dup_fd >= 0)
-                        (void)close(dup_fd);
-                return cm_err_sys(err, errno, "%s", ctxpath[0] ? ctxpath : ".");
-        }
         if (depth > WALK_DEPTH)
-                r = cm_err_set(err, ELOOP, "%s: nested too deep", ctxpath);
-        rewinddir(d); /* the fd's offset is shared: the first pass read it to the end */
-        while (r == 0 && (de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                names = xrealloc(names, (n + 1) * sizeof *names);
-                names[n++] = xstrdup(de->d_name);
-        }
-        (void)closedir(d);
-        if (n > 1)
-                qsort(names, n, sizeof *names, cmp_str);
-        for (size_t i = 0; i < n; i++) {
-                cleanup_free char *cp = join(ctxpath, names[i]), *tp = join(target, names[i]);
+                return cm_err_set(err, ELOOP, "%s: nested too deep", ctxpath);
+        names = img_list_dir(dir);
+        for (char **p = names; *p && r == 0; p++) {
+                cleanup_free char *cp = join(ctxpath, *p), *tp = join(target, *p);
+                cleanup_close int sub = -1;
                 struct stat st;
-                if (r < 0)
-                        break;
-                if (fstatat(dir, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                bool keep;
+                if (fstatat(dir, *p, &st, AT_SYMLINK_NOFOLLOW) < 0) {
                         r = cm_err_sys(err, errno, "%s", cp);
                         break;
                 }
-                if (cm_dockerignore_excluded(j->b->ign, cp)) {
-                        if (S_ISDIR(st.st_mode) && cm_dockerignore_enter(j->b->ign, cp)) {
-                                cleanup_close int sub =
-                                        openat(dir, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                                r = sub < 0 ? cm_err_sys(err, errno, "%s", cp)
-                                            : copy_tree(j, sub, cp, tp, depth + 1, err);
-                        }
+                /* a directory left out is still walked for its exceptions */
+                keep = !cm_dockerignore_excluded(j->b->ign, cp);
+                if (!keep && !(S_ISDIR(st.st_mode) && cm_dockerignore_enter(j->b->ign, cp)))
                         continue;
-                }
-                r = copy_one(j, dir, names[i], &st, cp, tp, err);
-                if (r == 0 && S_ISDIR(st.st_mode)) {
-                        cleanup_close int sub = openat(dir, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (keep && (r = copy_one(j, dir, *p, &st, cp, tp, err)) < 0)
+                        break;
+                if (S_ISDIR(st.st_mode)) {
+                        sub = openat(dir, *p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         r = sub < 0 ? cm_err_sys(err, errno, "%s", cp) : copy_tree(j, sub, cp, tp, depth + 1, err);
                 }
         }
-        for (size_t i = 0; i < n; i++)
-                free(names[i]);
-        free(names);
+        cm_strv_free(names);
         return r;
 }
 
@@ -854,6 +843,13 @@ typedef struct source {
 
 static bool has_glob(const char *p) { return strpbrk(p, "*?[") != NULL; }
 
+/* A directory of the context (rel "": the context itself), opened anew:
+ * its own offset, no symlink on the way. */
+static int ctx_dir(build *b, const char *rel) {
+        return rel[0] ? img_open_beneath(b->ctx, rel, O_RDONLY | O_DIRECTORY)
+                      : openat(b->ctx, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
 /* Whether the pattern's first components (as many as path has) match
  * path, and it has more: a walk goes into path. */
 static bool prefix_match(const char *pattern, const char *path) {
@@ -874,24 +870,13 @@ static bool prefix_match(const char *pattern, const char *path) {
 /* Every path of the context a pattern matches (not left out), sorted. */
 static int glob_walk(build *b, int dir, const char *prefix, const char *pattern, source **v, size_t *n, int depth,
                      cm_err *err) {
-        int dup_fd = dup(dir);
-        DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-        struct dirent *de;
+        char **names = img_list_dir(dir);
         int r = 0;
 
-        if (!d) {
-                if (dup_fd >= 0)
-                        (void)close(dup_fd);
-                return cm_err_sys(err, errno, "the build context");
-        }
-        rewinddir(d);
-        while (r == 0 && (de = readdir(d))) {
-                cleanup_free char *p = NULL;
+        for (char **e = names; *e && r == 0; e++) {
+                cleanup_free char *p = join(prefix, *e);
                 struct stat st;
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                p = join(prefix, de->d_name);
-                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                if (fstatat(dir, *e, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
                 if (fnmatch(pattern, p, FNM_PATHNAME) == 0 && !cm_dockerignore_excluded(b->ign, p)) {
                         if (*n >= MAX_SOURCES) {
@@ -903,13 +888,12 @@ static int glob_walk(build *b, int dir, const char *prefix, const char *pattern,
                 }
                 /* deeper only where the pattern has more components */
                 if (S_ISDIR(st.st_mode) && depth < WALK_DEPTH && prefix_match(pattern, p)) {
-                        cleanup_close int sub =
-                                openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        cleanup_close int sub = openat(dir, *e, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (sub >= 0)
                                 r = glob_walk(b, sub, p, pattern, v, n, depth + 1, err);
                 }
         }
-        (void)closedir(d);
+        cm_strv_free(names);
         return r;
 }
 
@@ -923,17 +907,14 @@ static void sources_free(source *v, size_t n) {
         free(v);
 }
 
-static bool is_url(const char *s) {
-        return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0 || strncmp(s, "git@", 4) == 0 ||
-               strstr(s, "://") != NULL;
-}
+static bool is_url(const char *s) { return strncmp(s, "git@", 4) == 0 || strstr(s, "://") != NULL; }
 
 /* One source named in the context (p cleaned, not a pattern). */
 static int context_source(build *b, const char *raw, char *p, source *ret, cm_err *err) {
         struct stat st;
         const char *slash = strrchr(p, '/');
         cleanup_free char *parent = slash ? xstrndup(p, (size_t)(slash - p)) : xstrdup("");
-        cleanup_close int dir = parent[0] ? img_open_beneath(b->ctx, parent, O_RDONLY | O_DIRECTORY) : dup(b->ctx);
+        cleanup_close int dir = ctx_dir(b, parent);
 
         if (p[0] && (dir < 0 || fstatat(dir, slash ? slash + 1 : p, &st, AT_SYMLINK_NOFOLLOW) < 0))
                 return cm_err_set(err, ENOENT,
@@ -1016,12 +997,6 @@ fail:
 /* ---- COPY --from ------------------------------------------------------------ */
 
 /* dir (relative, resolved) in the source's layer `layer`. */
-static int open_in_layer(copy_job *j, int layer, const char *dir) {
-        cleanup_close int root = open(j->src[layer], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (root < 0)
-                return -1;
-        return dir[0] ? img_open_beneath(root, dir, O_RDONLY | O_DIRECTORY) : dup(root);
-}
 
 /* A directory of the source as overlayfs shows it, written below target. */
 static int copy_tree_from(copy_job *j, const char *path, const char *target, int depth, cm_err *err) {
@@ -1035,7 +1010,7 @@ static int copy_tree_from(copy_job *j, const char *path, const char *target, int
                 return cm_err_set(err, ENOENT, "/%s is not a directory of the --from source", path);
         for (size_t i = 0; i < n && r == 0; i++) {
                 cleanup_free char *sp = join(path, v[i].name), *tp = join(target, v[i].name);
-                cleanup_close int dir = open_in_layer(j, v[i].layer, path);
+                cleanup_close int dir = img_layer_opendir(j->src[v[i].layer], path);
                 if (dir < 0) {
                         r = cm_err_sys(err, errno, "/%s in the --from source", sp);
                         break;
@@ -1056,7 +1031,7 @@ static int copy_from(copy_job *j, const source *src, bool into, const char *ddir
 
         if (!p[0] || S_ISDIR(src->st.st_mode))
                 return copy_tree_from(j, p, ddir, 0, err);
-        if ((dir = open_in_layer(j, src->layer, parent)) < 0)
+        if ((dir = img_layer_opendir(j->src[src->layer], parent)) < 0)
                 return cm_err_sys(err, errno, "/%s in the --from source", p);
         target = join(ddir, into ? base : strrchr(dest, '/') + 1);
         return copy_one(j, dir, base, &src->st, p, target, err);
@@ -1123,14 +1098,13 @@ static int copy_sources(copy_job *j, const source *v, size_t n, const char *dest
                 }
                 if (!p[0] || S_ISDIR(v[i].st.st_mode)) {
                         /* a directory: its contents, not itself */
-                        cleanup_close int d =
-                                p[0] ? img_open_beneath(j->b->ctx, p, O_RDONLY | O_DIRECTORY) : dup(j->b->ctx);
+                        cleanup_close int d = ctx_dir(j->b, p);
                         if (d < 0)
                                 return cm_err_sys(err, errno, "%s", p);
                         r = copy_tree(j, d, p, ddir ? ddir : "", 0, err);
                         continue;
                 }
-                dir = parent[0] ? img_open_beneath(j->b->ctx, parent, O_RDONLY | O_DIRECTORY) : dup(j->b->ctx);
+                dir = ctx_dir(j->b, parent);
                 if (dir < 0)
                         return cm_err_sys(err, errno, "%s", p);
                 if (!j->t) {
@@ -1178,7 +1152,6 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
         size_t n = 0;
         char diff[65] = "", hex[65];
         uint8_t d[CM_SHA256_LEN];
-        int64_t created;
         uint64_t bytes = 0;
         bool dir_dest;
         int r = -1;
@@ -1240,12 +1213,7 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
         cm_hex(d, sizeof d, hex);
         desc = json_pack("{s:s, s:s?, s:s?, s:s}", "dest", dest_raw, "chown", chown, "chmod", chmod, "sources", hex);
         fold_json(s, df_cmd_name(in->cmd), desc);
-        if (img_cache_get(b->s, s->key, diff, &created)) {
-                progress(b, in->text, true);
-                s->created = created;
-                if (diff[0])
-                        add_layer(b, s, diff, img_layer_bytes(b->s, diff));
-                history(s, in->text, !diff[0]);
+        if (step_cached(b, s, in)) {
                 r = 0;
                 goto out;
         }
@@ -1255,16 +1223,13 @@ static int do_copy(build *b, stage *s, const df_inst *in, cm_err *err) {
         if (img_tar_new(b->s, &j.t, err) < 0 || copy_sources(&j, v, n, dest, dir_dest, err) < 0 ||
             img_tar_commit(j.t, b->cancel, diff, &bytes, err) < 0)
                 goto out;
-        s->created = (int64_t)time(NULL);
-        img_cache_put(b->s, s->key, diff, s->created);
-        add_layer(b, s, diff, bytes);
-        history(s, in->text, false);
+        step_made(b, s, in, diff, bytes);
         r = 0;
 out:
         img_tar_free(j.t);
         json_decref(j.made);
-        strv_free(j.low);
-        strv_free(j.src);
+        cm_strv_free(j.low);
+        cm_strv_free(j.src);
         sources_free(v, n);
         return r;
 }
@@ -1296,18 +1261,13 @@ static int read_dockerfile(build *b, const char *name, char **ret, size_t *ret_l
         return 0;
 }
 
-static bool cancelled(const cm_cancel *c) {
-        struct pollfd p = {c ? c->fd : -1, POLLIN, 0};
-        return c && c->fd >= 0 && poll(&p, 1, 0) > 0;
-}
-
 static int run_steps(build *b, cm_err *err) {
         for (size_t i = 0; i < b->df.n; i++) {
                 const df_inst *in = &b->df.v[i];
                 stage *s = b->n_st ? &b->st[b->n_st - 1] : NULL;
                 int r;
 
-                if (cancelled(b->cancel))
+                if (cm_cancelled(b->cancel))
                         return cm_err_set(err, ECANCELED, "the build was cancelled");
                 b->in = in;
                 b->step = i + 1;
@@ -1316,18 +1276,10 @@ static int run_steps(build *b, cm_err *err) {
                 } else if (!s) {
                         /* ARGs before the first FROM: for FROM lines only */
                         for (size_t k = 0; k < in->n_args; k++) {
-                                const char *eq = strchr(in->args[k], '=');
-                                cleanup_free char *name =
-                                        eq ? xstrndup(in->args[k], (size_t)(eq - in->args[k])) : xstrdup(in->args[k]);
-                                cleanup_free char *def = NULL;
-                                const char *given = NULL;
-                                lookup l = {b, NULL};
-                                for (size_t a = 0; a < b->spec->n_build_args; a++)
-                                        if (strcmp(b->spec->build_args[a].key, name) == 0)
-                                                given = b->spec->build_args[a].value;
-                                if (!given && eq && df_word(eq + 1, b->df.escape, true, lookup_var, &l, &def, err) < 0)
+                                cleanup_free char *name = NULL, *value = NULL;
+                                if (arg_value(b, NULL, in->args[k], &name, &value, err) < 0)
                                         return step_error(b, err);
-                                (void)json_object_set_new(b->meta, name, json_string(given ? given : def ? def : ""));
+                                (void)json_object_set_new(b->meta, name, json_string(value));
                         }
                         progress(b, in->text, false);
                         r = 0;
