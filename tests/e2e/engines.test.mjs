@@ -123,6 +123,20 @@ for (const [label, key] of [['Docker Engine', 'DOCKER'], ['Podman service', 'POD
       assert.deepEqual(left, [], 'the wait run left its container on the engine');
     });
 
+    test("a wait run's timeout kills it: timedOut, back before its sleeps end, the container gone", T, async () => {
+      const mark = `sleep 60; : ${process.pid}-timeout`;
+      const t0 = Date.now();
+      const r = ok(await call(s, 'run_container', {
+        image: IMAGE, wait: true, timeout: 2, command: ['sh', '-c', `echo started; ${mark}`],
+      }));
+      assert.equal(r.timedOut, true);
+      assert.equal(r.stdout, 'started\n');
+      assert.ok(Date.now() - t0 < 60000, 'the run waited for its sleep');
+      const left = (await engine(sock, 'GET', '/containers/json?all=1')).body
+        .filter((c) => (c.Command || '').includes(mark));
+      assert.deepEqual(left, [], 'the timed-out run left its container on the engine');
+    });
+
     test('a detached run carries every limit and isolation setting into the engine (its inspect, the cgroup)', T, async () => {
       const r = await run({ name: `cm-e2e-${key.toLowerCase()}-limits-${process.pid}`, command: ['sleep', '1000'], memory: '64m', cpus: 0.5 });
       const c = await inspectOf(sock, r.id);
