@@ -46,6 +46,12 @@ static int get_manifest(rg_conn *c, const char *reference, const char *want, int
         if (ret->status == 404)
                 return cm_err_set(err, ENOENT, "the registry %s has no manifest %s for %s; check the name and tag",
                                   c->base, reference, c->repo);
+        if (ret->status == 400 && strncmp(c->base, "http://", 7) == 0 && ret->body && strstr(ret->body, "HTTPS server"))
+                return cm_err_set(err, EPROTO,
+                                  "the registry %s speaks TLS: put its CA certificate in "
+                                  "/etc/containers/certs.d/%s/ca.crt (or a directory CONTAINER_MCP_REGISTRY_CERTS_D "
+                                  "names); with that entry it is asked over https",
+                                  c->base, c->base + 7);
         if (ret->status != 200)
                 return cm_err_set(err, EIO, "the registry %s answered HTTP %ld for the manifest of %s: %.200s", c->base,
                                   ret->status, c->name, ret->body ? ret->body : "");
@@ -272,7 +278,9 @@ int cm_registry_fetch(const cm_image_ref *ref, const cm_registry_opts *o, const 
                 c.host = strcmp(ref->domain, HUB) == 0 && !mirror ? xstrdup(HUB)
                          : mirror                                 ? url_host(eps[i])
                                                                   : xstrdup(ref->domain);
-                r = fetch_from(&c, ref, o, dir_fd, blobs_fd, progress, ret_digest, err);
+                r = rg_certs_load(&c, err);
+                if (r == 0)
+                        r = fetch_from(&c, ref, o, dir_fd, blobs_fd, progress, ret_digest, err);
                 rg_conn_free(&c);
                 /* A mirror that lacks the image or is down: the next, then Hub.
                  * A digest that lies is not a reason to ask elsewhere quietly:

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -19,6 +20,7 @@ void rg_resp_free(rg_resp *r) {
 void rg_conn_free(rg_conn *c) {
         free(c->base), free(c->host), free(c->repo), free(c->name), free(c->bearer);
         free(c->user), free(c->pass), free(c->cred_source);
+        free(c->certs_dir), free(c->ca_blob), free(c->client_cert), free(c->client_key);
         memset(c, 0, sizeof *c);
 }
 
@@ -35,6 +37,9 @@ bool rg_plain_http_ok(const char *domain) {
         cleanup_free char *host = host_only(domain);
         struct in_addr a4;
         const char *list = getenv("CONTAINER_MCP_INSECURE_REGISTRIES");
+        cleanup_free char *certs = rg_certs_dir(domain);
+        if (certs) /* the operator gave it certificates: it speaks TLS */
+                return false;
         if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
                 return true;
         if (inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127)
@@ -69,6 +74,14 @@ void rg_easy_setup(rg_conn *c, CURL *h, const char *url, struct curl_slist **hdr
         (void)curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
         (void)curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
         (void)curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (c->ca_blob) {
+                struct curl_blob cas = {.data = c->ca_blob, .len = c->ca_len, .flags = CURL_BLOB_NOCOPY};
+                (void)curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &cas);
+        }
+        if (c->client_cert) {
+                (void)curl_easy_setopt(h, CURLOPT_SSLCERT, c->client_cert);
+                (void)curl_easy_setopt(h, CURLOPT_SSLKEY, c->client_key);
+        }
         (void)curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)connect);
         /* A registry that accepts and then says nothing, or stalls mid-blob:
          * less than a byte a second for `stall` seconds is a failure. */
@@ -87,6 +100,15 @@ void rg_easy_setup(rg_conn *c, CURL *h, const char *url, struct curl_slist **hdr
                 (void)curl_easy_setopt(h, CURLOPT_PASSWORD, c->pass);
         }
         (void)curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
+}
+
+/* "host:port" of "https://host:port", in a static buffer (for messages). */
+static const char *base_host(const char *base) {
+        static __thread char host[256];
+        const char *p = strstr(base, "://");
+        p = p ? p + 3 : base;
+        (void)snprintf(host, sizeof host, "%.*s", (int)strcspn(p, "/"), p);
+        return host;
 }
 
 int rg_transport_error(rg_conn *c, CURLcode rc, long os_errno, const char *what, cm_err *err) {
@@ -109,10 +131,41 @@ int rg_transport_error(rg_conn *c, CURLcode rc, long os_errno, const char *what,
                                   os_errno ? strerror((int)os_errno) : "");
         case CURLE_PEER_FAILED_VERIFICATION:
         case CURLE_SSL_CONNECT_ERROR:
+                if (c->certs_dir)
+                        return cm_err_set(err, EPERM,
+                                          "TLS with the registry %s failed (%s) with the certificates of %s: its *.crt "
+                                          "must hold the CA that signed the registry's certificate (for this name), "
+                                          "and a registry that asks for a client certificate needs NAME.cert and "
+                                          "NAME.key there",
+                                          c->base, curl_easy_strerror(rc), c->certs_dir);
                 return cm_err_set(err, EPERM,
-                                  "TLS with the registry %s failed (%s); if it is a registry of your own without a "
-                                  "trusted certificate, add its host to CONTAINER_MCP_INSECURE_REGISTRIES",
-                                  c->base, curl_easy_strerror(rc));
+                                  "TLS with the registry %s failed (%s); if it is a registry of your own, put its CA "
+                                  "certificate in /etc/containers/certs.d/%s/ca.crt (or a directory "
+                                  "CONTAINER_MCP_REGISTRY_CERTS_D names), or add its host to "
+                                  "CONTAINER_MCP_INSECURE_REGISTRIES for plain http",
+                                  c->base, curl_easy_strerror(rc), base_host(c->base));
+        case CURLE_SSL_CACERT_BADFILE:
+                return cm_err_set(err, EINVAL, "the CA certificates of %s cannot be used (%s): each *.crt must be PEM",
+                                  c->certs_dir ? c->certs_dir : "the system", curl_easy_strerror(rc));
+        case CURLE_SSL_CERTPROBLEM:
+                return cm_err_set(err, EINVAL,
+                                  "the client certificate %s or its key cannot be used (%s): both must be PEM, the "
+                                  "key unencrypted",
+                                  c->client_cert ? c->client_cert : "(none)", curl_easy_strerror(rc));
+        case CURLE_RECV_ERROR:
+        case CURLE_SEND_ERROR:
+                if (strncmp(c->base, "https://", 8) == 0 && !c->client_cert) {
+                        cleanup_free char *dir = c->certs_dir
+                                                         ? xstrdup(c->certs_dir)
+                                                         : xasprintf("/etc/containers/certs.d/%s", base_host(c->base));
+                        return cm_err_set(err, EIO,
+                                          "fetching %s from the registry %s failed: %s (a registry that wants a "
+                                          "client certificate ends the connection so: put NAME.cert and NAME.key in "
+                                          "%s/)",
+                                          what, c->base, curl_easy_strerror(rc), dir);
+                }
+                return cm_err_set(err, EIO, "fetching %s from the registry %s failed: %s", what, c->base,
+                                  curl_easy_strerror(rc));
         default:
                 return cm_err_set(err, EIO, "fetching %s from the registry %s failed: %s", what, c->base,
                                   curl_easy_strerror(rc));

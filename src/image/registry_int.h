@@ -52,6 +52,10 @@ typedef struct rg_conn {
         char *bearer; /* "Authorization: Bearer …" once a token was obtained */
         bool basic;   /* send user/pass as Basic */
         char *user, *pass, *cred_source;
+        char *certs_dir;                /* this registry's certs.d entry, or NULL */
+        char *ca_blob;                  /* the system's CAs and certs.d's *.crt (PEM), or NULL */
+        size_t ca_len;
+        char *client_cert, *client_key; /* certs.d's first NAME.cert and NAME.key */
 } rg_conn;
 
 typedef struct rg_resp {
@@ -63,6 +67,12 @@ typedef struct rg_resp {
 
 void rg_resp_free(rg_resp *r);
 void rg_conn_free(rg_conn *c);
+
+/* registry_certs.c */
+/* The certs.d directory of a registry host[:port], or NULL (owned). */
+char *rg_certs_dir(const char *host);
+/* Read the certs.d entry of c->base's host into c (nothing when none). */
+int rg_certs_load(rg_conn *c, cm_err *err);
 
 /* registry_http.c */
 /* The options every request of this client takes: timeouts, redirects

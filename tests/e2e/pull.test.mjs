@@ -22,11 +22,13 @@ const R = REG.REGISTRY;
 const state = tmpDir('cmcp-pull-state-');
 const dockerConfig = tmpDir('cmcp-pull-docker-'); // no credentials but those a test gives
 // The test registries are on loopback: an agent's pulls need them named.
+const noCerts = tmpDir('cmcp-pull-certs-'); // an empty certs.d: the machine's /etc/containers/certs.d stays out
 const ENV = { CONTAINER_MCP_STATE_DIR: state, DOCKER_CONFIG: dockerConfig, CONTAINER_MCP_REGISTRY_AUTH: undefined,
-  CONTAINER_MCP_ALLOWED_REGISTRIES: R, CONTAINER_MCP_INSECURE_REGISTRIES: undefined };
+  CONTAINER_MCP_ALLOWED_REGISTRIES: R, CONTAINER_MCP_INSECURE_REGISTRIES: undefined,
+  CONTAINER_MCP_REGISTRY_CERTS_D: noCerts };
 const isRoot = process.getuid() === 0;
 after(() => {
-  for (const d of [state, dockerConfig]) fs.rmSync(d, { recursive: true, force: true });
+  for (const d of [state, dockerConfig, noCerts]) fs.rmSync(d, { recursive: true, force: true });
 });
 
 const open = (env = {}) => stdioClient({ args: ['serve'], env: { ...ENV, ...env } });
@@ -240,6 +242,60 @@ describe('pull on the native runtime', T, () => {
     assert.equal(r.code, 0, r.stderr);
     r = await cli(['image', 'list']);
     assert.match(r.stdout, new RegExp(`${REG.REGISTRY_TOKEN.replace(/[.]/g, '\\.')}/busybox:latest`));
+  });
+
+  test("a TLS registry of our own CA that wants client certificates: its certs.d entry pulls; none, a CA alone or another CA are refused saying what to add", T, async (t) => {
+    if (skipped(t)) return;
+    if (!REG.REGISTRY_TLS) return t.skip(`${DIR}/env names no tls registry`);
+    const H = REG.REGISTRY_TLS, have = path.join(REG.REGISTRY_TLS_DIR, 'certs');
+    const certsD = tmpDir('cmcp-certs-d-'), entry = path.join(certsD, H);
+    const env = { CONTAINER_MCP_REGISTRY_CERTS_D: `/nonexistent:${certsD}`, CONTAINER_MCP_ALLOWED_REGISTRIES: H };
+    const put = (files) => {
+      fs.rmSync(entry, { recursive: true, force: true });
+      fs.mkdirSync(entry);
+      for (const [name, from] of Object.entries(files)) fs.copyFileSync(from, path.join(entry, name));
+    };
+    const listed = async () => (await cli(['image', 'list'])).stdout.includes(H);
+    try {
+      // no entry: a loopback registry is asked over http; it answers that it speaks TLS
+      let r = await cli(['pull', `${H}/busybox`], env);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /speaks TLS/);
+      assert.match(r.stderr, new RegExp(`certs\\.d/${H.replace(/[.]/g, '\\.')}/ca\\.crt`));
+      // the CA alone: the registry wants a client certificate
+      put({ 'ca.crt': path.join(have, 'ca.crt') });
+      r = await cli(['pull', `${H}/busybox`], env);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /client certificate/);
+      assert.ok(r.stderr.includes(entry), r.stderr);
+      // a CA that did not sign the registry's certificate
+      put({ 'ca.crt': path.join(REG.REGISTRY_TLS_DIR, 'other-ca.crt'), 'client.cert': path.join(have, 'client.cert'),
+        'client.key': path.join(have, 'client.key') });
+      r = await cli(['pull', `${H}/busybox`], env);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /TLS with the registry https:/);
+      assert.ok(r.stderr.includes(entry), r.stderr);
+      // a key without its certificate is the operator's mistake, named
+      put({ 'ca.crt': path.join(have, 'ca.crt'), 'client.key': path.join(have, 'client.key') });
+      r = await cli(['pull', `${H}/busybox`], env);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /client\.key has no client\.cert/);
+      assert.equal(await listed(), false, 'a refused pull is listed');
+      // the whole entry: an agent's pull_image fetches over TLS and the image runs
+      put({ 'ca.crt': path.join(have, 'ca.crt'), 'client.cert': path.join(have, 'client.cert'),
+        'client.key': path.join(have, 'client.key') });
+      const s = await open(env);
+      try {
+        ok(await call(s, 'pull_image', { image: `${H}/busybox` }, { timeout: 180000 }));
+        const run = ok(await call(s, 'run_container', { image: `${H}/busybox`, command: ['echo', 'over tls'], wait: true }));
+        assert.equal(run.stdout, 'over tls\n');
+      } finally {
+        await s.close();
+      }
+      assert.equal(await listed(), true);
+    } finally {
+      fs.rmSync(certsD, { recursive: true, force: true });
+    }
   });
 
   test('kill -9 mid-pull lists nothing; prune clears a stopped pull; the next pull resumes, and a layer the store has is never fetched again', T, async (t) => {

@@ -6,6 +6,8 @@
 #   anon   anonymous                                  REGISTRY=127.0.0.1:PORT
 #   basic  htpasswd basic auth                        REGISTRY_BASIC=127.0.0.1:PORT
 #   token  token auth, with a token server of ours    REGISTRY_TOKEN=127.0.0.1:PORT
+#   tls    TLS from a CA of ours, client certificates REGISTRY_TLS=127.0.0.1:PORT
+#          required (REGISTRY_TLS_DIR: certs/ is its certs.d entry)
 # (REGISTRY_USER / REGISTRY_PASSWORD for both), or REGISTRY_SKIP=why when
 # this machine cannot run them.  Everything lives under DIR: each registry's
 # storage, configs, logs, pids, and the built images (rebuilt only when their
@@ -14,7 +16,7 @@
 # anon holds busybox (gzip, OCI; also as library/busybox, for a Hub mirror), busybox:v2s2 (Docker schema 2), zstd,
 # python (host python3 + its libraries + stdlib), multi (linux/amd64 and
 # linux/arm64) and config (Env, WorkingDir, User, Entrypoint, Cmd,
-# ExposedPorts); basic and token hold busybox.
+# ExposedPorts); basic, token and tls hold busybox.
 set -euo pipefail
 
 DIR=${1:?usage: tests/registry/start.sh DIR}
@@ -44,8 +46,8 @@ wait_http() {
 alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 # Already running: reuse.
-if [[ -f $DIR/env ]] && grep -q '^REGISTRY=' "$DIR/env" && alive "$DIR/anon/pid" && alive "$DIR/basic/pid" &&
-        alive "$DIR/token/pid" && alive "$DIR/token/server.pid"; then
+if [[ -f $DIR/env ]] && grep -q '^REGISTRY_TLS=' "$DIR/env" && alive "$DIR/anon/pid" && alive "$DIR/basic/pid" &&
+        alive "$DIR/token/pid" && alive "$DIR/token/server.pid" && alive "$DIR/tls/pid"; then
         reg=$(sed -n 's/^REGISTRY=//p' "$DIR/env")
         if wait_http "http://$reg/v2/" 5; then
                 echo "tests/registry: already running ($DIR/env)" >&2
@@ -144,6 +146,41 @@ config token "$TOKEN" "auth:
     rootcertbundle: $DIR/token/cert.pem"
 launch token
 
+# (d) TLS with our own CA, asking every client for a certificate of that CA
+# (mutual TLS).  certs/ is a certs.d entry as Docker and Podman keep one
+# (ca.crt, client.cert, client.key); other-ca.crt is a CA that signed nothing.
+T=$DIR/tls
+if [[ ! -f $T/certs/client.key ]]; then
+        rm -rf "$T" && mkdir -p "$T/certs"
+        ca() { openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=$1" -keyout "$2.key" -out "$2.crt" 2>/dev/null; }
+        signed() { # name subject extfile-line
+                openssl req -newkey rsa:2048 -nodes -subj "/CN=$2" -keyout "$T/$1.key" -out "$T/$1.csr" 2>/dev/null
+                printf '%s\n' "$3" >"$T/$1.ext"
+                openssl x509 -req -in "$T/$1.csr" -CA "$T/ca.crt" -CAkey "$T/ca.key" -CAcreateserial -days 3650 \
+                        -extfile "$T/$1.ext" -out "$T/$1.crt" 2>/dev/null
+        }
+        ca cm-test-ca "$T/ca"
+        ca cm-test-other-ca "$T/other-ca"
+        signed server 127.0.0.1 "subjectAltName=IP:127.0.0.1"
+        signed client cm-test-client "extendedKeyUsage=clientAuth"
+        cp "$T/ca.crt" "$T/certs/ca.crt"
+        cp "$T/client.crt" "$T/certs/client.cert"
+        (umask 077 && cp "$T/client.key" "$T/certs/client.key")
+fi
+TLS=$(free_port)
+config tls "$TLS" "  tls:
+    certificate: $T/server.crt
+    key: $T/server.key
+    clientcas:
+      - $T/ca.crt"
+launch tls
+deadline=$((SECONDS + 60))
+until curl -s -o /dev/null -m 2 --cacert "$T/ca.crt" --cert "$T/certs/client.cert" --key "$T/certs/client.key" \
+        "https://127.0.0.1:$TLS/v2/"; do
+        ((SECONDS < deadline)) || skip "the tls registry did not answer within 60 s: $(tail -3 "$DIR/tls/log")"
+        sleep 0.1
+done
+
 for r in anon:$ANON basic:$BASIC token:$TOKEN; do
         wait_http "http://127.0.0.1:${r#*:}/v2/" 60 ||
                 skip "the ${r%%:*} registry did not answer within 60 s: $(tail -3 "$DIR/${r%%:*}/log")"
@@ -163,11 +200,15 @@ push --all "oci:$I/multi:latest" "docker://127.0.0.1:$ANON/multi:latest"
 push "oci:$I/config:latest" "docker://127.0.0.1:$ANON/config:latest"
 push --dest-creds "$USER_NAME:$PASSWORD" "oci:$I/busybox:latest" "docker://127.0.0.1:$BASIC/busybox:latest"
 push --dest-creds "$USER_NAME:$PASSWORD" "oci:$I/busybox:latest" "docker://127.0.0.1:$TOKEN/busybox:latest"
+skopeo copy -q --dest-cert-dir "$T/certs" "oci:$I/busybox:latest" "docker://127.0.0.1:$TLS/busybox:latest" \
+        >>"$DIR/push.log" 2>&1 || skip "skopeo copy to the tls registry failed: $(tail -3 "$DIR/push.log")"
 
 cat >"$DIR/env.tmp" <<ENV
 REGISTRY=127.0.0.1:$ANON
 REGISTRY_BASIC=127.0.0.1:$BASIC
 REGISTRY_TOKEN=127.0.0.1:$TOKEN
+REGISTRY_TLS=127.0.0.1:$TLS
+REGISTRY_TLS_DIR=$T
 REGISTRY_USER=$USER_NAME
 REGISTRY_PASSWORD=$PASSWORD
 ENV

@@ -95,6 +95,7 @@ static void test_manifest_refused(void **state) {
 
 static void test_plain_http(void **state) {
         (void)state;
+        setenv("CONTAINER_MCP_REGISTRY_CERTS_D", "", 1); /* the machine's certs.d stays out */
         unsetenv("CONTAINER_MCP_INSECURE_REGISTRIES");
         assert_true(rg_plain_http_ok("localhost:5000"));
         assert_true(rg_plain_http_ok("127.0.0.1:5000"));
@@ -189,12 +190,45 @@ static void test_credentials(void **state) {
         unsetenv("DOCKER_CONFIG");
 }
 
+/* certs.d: the first directory of the list with an entry for the host;
+ * names that could leave certs.d find nothing; an entry means https. */
+static void test_certs_dir(void **state) {
+        char *mk, *list, *dir;
+        (void)state;
+        mk = xasprintf("cd %s && mkdir -p a/127.0.0.1:5000 b/127.0.0.1:5000 b/reg.lan && touch b/file.lan", tmp);
+        assert_int_equal(system(mk), 0);
+        free(mk);
+        list = xasprintf("rel:/nonexistent:%s/a:%s/b", tmp, tmp);
+        setenv("CONTAINER_MCP_REGISTRY_CERTS_D", list, 1);
+        unsetenv("CONTAINER_MCP_INSECURE_REGISTRIES");
+        dir = rg_certs_dir("127.0.0.1:5000");
+        assert_non_null(dir);
+        assert_non_null(strstr(dir, "/a/127.0.0.1:5000"));
+        free(dir);
+        dir = rg_certs_dir("reg.lan");
+        assert_non_null(dir);
+        assert_non_null(strstr(dir, "/b/reg.lan"));
+        free(dir);
+        assert_null(rg_certs_dir("file.lan")); /* not a directory */
+        assert_null(rg_certs_dir("other.lan"));
+        assert_null(rg_certs_dir(".."));
+        assert_null(rg_certs_dir("."));
+        assert_null(rg_certs_dir(""));
+        assert_null(rg_certs_dir("x/../../a"));
+        assert_false(rg_plain_http_ok("127.0.0.1:5000")); /* its entry says it speaks TLS */
+        assert_true(rg_plain_http_ok("127.0.0.1:5001"));
+        setenv("CONTAINER_MCP_REGISTRY_CERTS_D", "", 1); /* none at all */
+        assert_null(rg_certs_dir("reg.lan"));
+        free(list);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_manifest),
                 cmocka_unit_test(test_index_platforms),
                 cmocka_unit_test(test_manifest_refused),
                 cmocka_unit_test(test_plain_http),
+                cmocka_unit_test(test_certs_dir),
                 cmocka_unit_test(test_challenge),
                 cmocka_unit_test(test_credentials),
         };
