@@ -213,6 +213,11 @@ typedef struct cm_pull_spec {
         const char *platform;       /* "os/arch[/variant]"; NULL: the host's */
         const cm_host_path *import; /* instead of a registry: an archive or OCI layout; ref is then the name (optional) */
         const cm_image_progress *progress; /* NULL: none */
+        /* An agent's pull: the registries that may be reached at a local
+         * address (cm_policy_named_registries); NULL: the operator's own
+         * pull, unguarded.  The native runtime checks every connection;
+         * an engine pulls on its own. */
+        const char *local_ok;
 } cm_pull_spec;
 
 typedef struct cm_build_spec {
@@ -227,6 +232,7 @@ typedef struct cm_build_spec {
          * err); NULL: never pulled. */
         int (*allow_pull)(void *arg, const char *ref, cm_err *err);
         void *allow_arg;
+        const char *local_ok; /* of those pulls, as cm_pull_spec's */
         /* RUN steps of a native build: the server's defaults */
         double cpus;
         int64_t memory_bytes;

@@ -17,6 +17,7 @@
 
 #include "policy/config.h" /* cm_mkdir_p */
 #include "util/cleanup.h"
+#include "util/netaddr.h"
 #include "util/json.h"
 #include "util/lazy.h"
 #include "util/sha256.h"
@@ -278,6 +279,9 @@ int cm_registry_fetch(const cm_image_ref *ref, const cm_registry_opts *o, const 
                 c.host = strcmp(ref->domain, HUB) == 0 && !mirror ? xstrdup(HUB)
                          : mirror                                 ? url_host(eps[i])
                                                                   : xstrdup(ref->domain);
+                /* a mirror is the operator's own setting: not guarded */
+                c.guard_local = o && o->local_ok && !mirror && !cm_host_listed(o->local_ok, c.host) &&
+                                !cm_host_listed(o->local_ok, strstr(eps[i], "://") + 3);
                 r = rg_certs_load(&c, err);
                 if (r == 0)
                         r = fetch_from(&c, ref, o, dir_fd, blobs_fd, progress, ret_digest, err);

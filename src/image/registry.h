@@ -34,6 +34,11 @@ typedef struct cm_registry_opts {
          * what lets a caller unpack layers while others still download. */
         void (*on_blob)(void *arg, const char *digest, const char *media_type);
         void *on_blob_arg;
+        /* An agent's pull: NULL (the operator's own) connects anywhere;
+         * else no connection goes to a local address (cm_host_local: a
+         * name that resolves there, a redirect, a token realm) unless the
+         * registry is one this comma-separated list names. */
+        const char *local_ok;
 } cm_registry_opts;
 
 /* Fetch `ref` into `layout_dir` (created when missing).  On success

@@ -201,8 +201,13 @@ static int get_token(rg_conn *c, const char *challenge, cm_err *err) {
         esc_service = service ? dk_escape(service) : NULL;
         url = xasprintf("%s%sscope=%s%s%s", realm, strchr(realm, '?') ? "&" : "?", esc_scope,
                         esc_service ? "&service=" : "", esc_service ? esc_service : "");
-        tc = (rg_conn){
-                .o = c->o, .cancel = c->cancel, .base = realm, .basic = have > 0, .user = c->user, .pass = c->pass};
+        tc = (rg_conn){.o = c->o,
+                       .cancel = c->cancel,
+                       .base = realm,
+                       .basic = have > 0,
+                       .user = c->user,
+                       .pass = c->pass,
+                       .guard_local = c->guard_local};
         if (rg_get_url(&tc, url, "application/json", 1 << 20, &resp, "a token", err) < 0) {
                 rg_resp_free(&resp);
                 return -1;

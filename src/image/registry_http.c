@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "util/cleanup.h"
 #include "util/lazy.h"
+#include "util/netaddr.h"
 
 void rg_resp_free(rg_resp *r) {
         free(r->body), free(r->content_type), free(r->digest_header), free(r->challenge);
@@ -24,34 +26,35 @@ void rg_conn_free(rg_conn *c) {
         memset(c, 0, sizeof *c);
 }
 
-/* The host part of "host[:port]" or "[v6][:port]". */
-static char *host_only(const char *domain) {
-        if (domain[0] == '[') {
-                const char *close = strchr(domain, ']');
-                return xstrndup(domain + 1, close ? (size_t)(close - domain - 1) : strlen(domain + 1));
-        }
-        return xstrndup(domain, strcspn(domain, ":"));
-}
-
 bool rg_plain_http_ok(const char *domain) {
-        cleanup_free char *host = host_only(domain);
+        cleanup_free char *host = cm_host_of(domain), *certs = rg_certs_dir(domain);
         struct in_addr a4;
-        const char *list = getenv("CONTAINER_MCP_INSECURE_REGISTRIES");
-        cleanup_free char *certs = rg_certs_dir(domain);
         if (certs) /* the operator gave it certificates: it speaks TLS */
                 return false;
         if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
                 return true;
         if (inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127)
                 return true;
-        for (const char *p = list; p && *p;) {
-                size_t n = strcspn(p, ",");
-                if ((n == strlen(domain) && strncmp(p, domain, n) == 0) ||
-                    (n == strlen(host) && strncasecmp(p, host, n) == 0))
-                        return true;
-                p += n + (p[n] == ',');
+        return cm_host_listed(getenv("CONTAINER_MCP_INSECURE_REGISTRIES"), domain);
+}
+
+/* Every socket of an agent's pull: none to a local address unless the
+ * operator named the registry (the first address of a name is checked, and
+ * libcurl tries the next one the same way). */
+static curl_socket_t open_guarded(void *arg, curlsocktype purpose, struct curl_sockaddr *a) {
+        rg_conn *c = arg;
+        (void)purpose;
+        if (cm_sockaddr_local(&a->addr)) {
+                char ip[INET6_ADDRSTRLEN] = "?";
+                const void *raw = a->family == AF_INET6
+                                          ? (const void *)&((struct sockaddr_in6 *)(void *)&a->addr)->sin6_addr
+                                          : (const void *)&((struct sockaddr_in *)(void *)&a->addr)->sin_addr;
+                if (a->family == AF_INET || a->family == AF_INET6)
+                        (void)inet_ntop(a->family, raw, ip, sizeof ip);
+                (void)snprintf(c->refused, sizeof c->refused, "%s", ip);
+                return CURL_SOCKET_BAD;
         }
-        return false;
+        return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
 static int on_xfer(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
@@ -87,6 +90,10 @@ void rg_easy_setup(rg_conn *c, CURL *h, const char *url, struct curl_slist **hdr
          * less than a byte a second for `stall` seconds is a failure. */
         (void)curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
         (void)curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)stall);
+        if (c->guard_local) {
+                (void)curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_guarded);
+                (void)curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, c);
+        }
         if (c->cancel && c->cancel->fd >= 0) {
                 (void)curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
                 (void)curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_xfer);
@@ -113,6 +120,13 @@ static const char *base_host(const char *base) {
 
 int rg_transport_error(rg_conn *c, CURLcode rc, long os_errno, const char *what, cm_err *err) {
         unsigned stall = c->o && c->o->stall_timeout_s ? c->o->stall_timeout_s : 30;
+        if (c->refused[0] && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST))
+                return cm_err_set(err, EPERM,
+                                  "fetching %s from %s needed a connection to the local address %s, which an agent's "
+                                  "pull makes only to a registry the operator names in "
+                                  "CONTAINER_MCP_ALLOWED_REGISTRIES (the name resolved there, or the registry "
+                                  "redirected there); refused before connecting",
+                                  what, c->base, c->refused);
         switch (rc) {
         case CURLE_ABORTED_BY_CALLBACK:
                 return cm_err_set(err, ECANCELED, "cancelled while fetching %s from %s", what, c->base);

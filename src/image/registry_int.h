@@ -56,6 +56,8 @@ typedef struct rg_conn {
         char *ca_blob;                  /* the system's CAs and certs.d's *.crt (PEM), or NULL */
         size_t ca_len;
         char *client_cert, *client_key; /* certs.d's first NAME.cert and NAME.key */
+        bool guard_local;               /* refuse connections to local addresses (opts' local_ok) */
+        char refused[160];              /* the connection the guard refused, for the message */
 } rg_conn;
 
 typedef struct rg_resp {

@@ -11,6 +11,7 @@
 
 #include "image/ref.h"
 #include "util/cleanup.h"
+#include "util/netaddr.h"
 
 bool cm_path_under(const char *path, const char *root) {
         size_t n = strlen(root);
@@ -186,54 +187,20 @@ int cm_policy_host_port(const cm_config *cfg, unsigned port, cm_err *err) {
 
 /* ---- registries ---------------------------------------------------------- */
 
-/* The host of "host[:port]" or "[v6]:port". */
-static char *registry_host(const char *domain) {
-        if (domain[0] == '[') {
-                const char *close = strchr(domain, ']');
-                return xstrndup(domain + 1, close ? (size_t)(close - domain - 1) : strlen(domain + 1));
+static char *allowed_list(const cm_config *cfg) {
+        char *list = xstrdup("");
+        for (char *const *a = cfg->allowed_registries; a && *a; a++) {
+                char *t = xasprintf("%s%s%s", list, *list ? "," : "", *a);
+                free(list);
+                list = t;
         }
-        return xstrndup(domain, strcspn(domain, ":"));
+        return list;
 }
 
-static bool v4_local(uint32_t a) {
-        return (a >> 24) == 0 || (a >> 24) == 10 || (a >> 24) == 127 || (a >> 16) == 0xa9fe /* 169.254 */ ||
-               (a >> 20) == 0xac1 /* 172.16/12 */ || (a >> 16) == 0xc0a8 /* 192.168 */ ||
-               (a >> 22) == 0x191 /* 100.64/10 */;
-}
-
-static bool host_local(const char *host) {
-        struct in_addr a4;
-        struct in6_addr a6;
-        size_t n = strlen(host);
-        if (strcasecmp(host, "localhost") == 0 || (n > 10 && strcasecmp(host + n - 10, ".localhost") == 0))
-                return true;
-        if (inet_pton(AF_INET, host, &a4) == 1)
-                return v4_local(ntohl(a4.s_addr));
-        if (inet_pton(AF_INET6, host, &a6) == 1) {
-                const uint8_t *b = a6.s6_addr;
-                static const uint8_t zero[16];
-                if (memcmp(b, zero, 15) == 0 && (b[15] == 0 || b[15] == 1)) /* :: and ::1 */
-                        return true;
-                if ((b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || (b[0] & 0xfe) == 0xfc) /* fe80::/10, fc00::/7 */
-                        return true;
-                if (IN6_IS_ADDR_V4MAPPED(&a6) || IN6_IS_ADDR_V4COMPAT(&a6))
-                        return v4_local((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
-                return false;
-        }
-        return false;
-}
-
-/* Whether the comma-separated list names domain (host:port) or its host. */
-static bool listed(const char *list, const char *domain, const char *host) {
-        for (const char *p = list; p && *p;) {
-                size_t n = strcspn(p, ", ");
-                if (n && ((n == strlen(domain) && strncasecmp(p, domain, n) == 0) ||
-                          (n == strlen(host) && strncasecmp(p, host, n) == 0)))
-                        return true;
-                p += n;
-                p += strspn(p, ", ");
-        }
-        return false;
+char *cm_policy_named_registries(const cm_config *cfg) {
+        cleanup_free char *allowed = allowed_list(cfg);
+        const char *insecure = getenv("CONTAINER_MCP_INSECURE_REGISTRIES");
+        return xasprintf("%s,%s", allowed, insecure ? insecure : "");
 }
 
 int cm_policy_registry(const cm_config *cfg, const char *ref, cm_err *err) {
@@ -243,19 +210,15 @@ int cm_policy_registry(const cm_config *cfg, const char *ref, cm_err *err) {
 
         if (cm_image_ref_parse(ref, &r, err) < 0)
                 return -1;
-        host = registry_host(r.domain);
+        host = cm_host_of(r.domain);
         if (cfg->allowed_registries && cfg->allowed_registries[0]) {
-                for (char *const *a = cfg->allowed_registries; *a; a++) {
-                        char *t = allowed ? xasprintf("%s,%s", allowed, *a) : xstrdup(*a);
-                        free(allowed);
-                        allowed = t;
-                }
-                if (!listed(allowed, r.domain, host))
+                allowed = allowed_list(cfg);
+                if (!cm_host_listed(allowed, r.domain))
                         ret = cm_err_set(err, EPERM,
                                          "pulling from %s is not allowed: CONTAINER_MCP_ALLOWED_REGISTRIES names only "
                                          "%s (the operator can add it)",
                                          r.domain, allowed);
-        } else if (host_local(host) && !listed(getenv("CONTAINER_MCP_INSECURE_REGISTRIES"), r.domain, host))
+        } else if (cm_host_local(host) && !cm_host_listed(getenv("CONTAINER_MCP_INSECURE_REGISTRIES"), r.domain))
                 ret = cm_err_set(err, EPERM,
                                  "%s is a local address: pull_image reaches a registry there only when the operator "
                                  "names it in CONTAINER_MCP_ALLOWED_REGISTRIES (or CONTAINER_MCP_INSECURE_REGISTRIES)",

@@ -51,8 +51,14 @@ int cm_policy_host_port(const cm_config *cfg, unsigned port, cm_err *err);
  * which must be named in CONTAINER_MCP_ALLOWED_REGISTRIES or
  * CONTAINER_MCP_INSECURE_REGISTRIES: a pull is a request the server makes,
  * and an agent must not aim it at services on the host's own network.
- * (A DNS name that resolves to such an address is reached over https
- * only, which a local service cannot answer for that name.) */
+ * (A DNS name that resolves to such an address, a redirect or a token
+ * realm there: the native registry client refuses each connection to a
+ * local address, see cm_policy_named_registries.) */
 int cm_policy_registry(const cm_config *cfg, const char *ref, cm_err *err);
+/* The registries the operator named (CONTAINER_MCP_ALLOWED_REGISTRIES and
+ * CONTAINER_MCP_INSECURE_REGISTRIES), comma-separated, owned: the only ones
+ * an agent's pull may reach at a local address, whatever their name
+ * resolves to or redirects to (cm_registry_opts.local_ok). */
+char *cm_policy_named_registries(const cm_config *cfg);
 
 #endif

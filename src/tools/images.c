@@ -175,7 +175,7 @@ static int list_images(mcp_call *call, json_t *args, json_t **ret, char **ret_te
 static int pull_image(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         const cm_config *cfg = cm_call_app(call)->cfg;
         const char *ref = cm_json_str(args, "image"), *imp = cm_json_str(args, "import");
-        cleanup_free char *root = NULL, *rel = NULL;
+        cleanup_free char *root = NULL, *rel = NULL, *named = NULL;
         progress pr = {.call = call};
         cm_image_progress prog = {on_progress, &pr};
         cm_cancel cancel = {mcp_call_cancel_fd(call)};
@@ -193,8 +193,12 @@ static int pull_image(mcp_call *call, json_t *args, json_t **ret, char **ret_tex
         if (!(b = IMAGE_BACKEND(call, image_pull, imp ? "import images yet" : "pull images yet", err)))
                 return -1;
         host = (cm_host_path){root, rel};
-        cm_pull_spec spec = {
-                .ref = ref, .platform = cm_json_str(args, "platform"), .import = imp ? &host : NULL, .progress = &prog};
+        named = cm_policy_named_registries(cfg);
+        cm_pull_spec spec = {.ref = ref,
+                             .platform = cm_json_str(args, "platform"),
+                             .import = imp ? &host : NULL,
+                             .progress = &prog,
+                             .local_ok = named};
         if (b->ops->image_pull(b, &spec, &cancel, &info, err) < 0)
                 return -1;
         *ret = image_json(&info);
@@ -209,7 +213,7 @@ static int build_pull_allowed(void *arg, const char *ref, cm_err *err) { return 
 static int build_image(mcp_call *call, json_t *args, json_t **ret, char **ret_text, cm_err *err) {
         const cm_config *cfg = cm_call_app(call)->cfg;
         const json_t *tag = json_object_get(args, "tag");
-        cleanup_free char *root = NULL, *rel = NULL;
+        cleanup_free char *root = NULL, *rel = NULL, *named = NULL;
         cleanup_free cm_kv *bargs = NULL;
         size_t n_bargs = 0;
         progress pr = {.call = call, .every = true};
@@ -235,6 +239,7 @@ static int build_image(mcp_call *call, json_t *args, json_t **ret, char **ret_te
                                 "build images yet (a server with --backend docker builds on Docker or Podman)", err)))
                 return -1;
         host = (cm_host_path){root, rel};
+        named = cm_policy_named_registries(cfg);
         cm_build_spec spec = {.context = &host,
                               .dockerfile = cm_json_str(args, "dockerfile"),
                               .tag = cm_json_str(args, "tag"),
@@ -243,6 +248,7 @@ static int build_image(mcp_call *call, json_t *args, json_t **ret, char **ret_te
                               .progress = &prog,
                               .allow_pull = build_pull_allowed,
                               .allow_arg = (void *)cfg,
+                              .local_ok = named,
                               .cpus = cfg->default_cpus,
                               .memory_bytes = cfg->default_memory,
                               .pids = 512};

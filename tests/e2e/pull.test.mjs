@@ -6,7 +6,7 @@
 // take effect.  A proxy in front of the registry holds a layer mid-way so a
 // kill -9 lands mid-pull for certain; the next pull resumes.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -295,6 +295,87 @@ describe('pull on the native runtime', T, () => {
       assert.equal(await listed(), true);
     } finally {
       fs.rmSync(certsD, { recursive: true, force: true });
+    }
+  });
+
+  test("an agent's pull connects to no local address through a registry the operator did not name: not by its name's address, a redirect or a token realm", T, async (t) => {
+    if (skipped(t)) return;
+    if (!isRoot) return t.skip('needs root for a network namespace');
+    if (!REG.REGISTRY_TLS_DIR) return t.skip(`${DIR}/env names no tls registry (its CA signs the test's)`);
+    // A namespace of its own: 198.51.100.7 (a documentation address, not a
+    // local one) on its loopback, two names in its /etc/hosts (ip netns exec
+    // mounts /etc/netns/NS/hosts there), and ssrf-registry.mjs listening on
+    // both addresses.
+    const ns = `cm-ssrf-${process.pid}`, IP = '198.51.100.7', work = tmpDir('cmcp-ssrf-');
+    const etc = `/etc/netns/${ns}`, ca = REG.REGISTRY_TLS_DIR;
+    const sh = (cmd, ...args) => execFileSync(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let helper;
+    try {
+      sh('ip', 'netns', 'add', ns);
+      sh('ip', '-n', ns, 'link', 'set', 'lo', 'up');
+      sh('ip', '-n', ns, 'addr', 'add', `${IP}/32`, 'dev', 'lo');
+      fs.mkdirSync(etc, { recursive: true });
+      fs.writeFileSync(path.join(etc, 'hosts'), `127.0.0.1 local-registry.test\n${IP} public-registry.test\n`);
+      fs.writeFileSync(path.join(work, 'ext'), `subjectAltName=IP:${IP},DNS:public-registry.test\n`);
+      sh('openssl', 'req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=public-registry.test', '-keyout',
+        path.join(work, 'key.pem'), '-out', path.join(work, 'csr.pem'));
+      sh('openssl', 'x509', '-req', '-in', path.join(work, 'csr.pem'), '-CA', path.join(ca, 'ca.crt'), '-CAkey',
+        path.join(ca, 'ca.key'), '-CAcreateserial', '-CAserial', path.join(work, 'serial'), '-days', '2',
+        '-extfile', path.join(work, 'ext'), '-out', path.join(work, 'cert.pem'));
+      const certsD = path.join(work, 'certs.d');
+      for (const h of ['public-registry.test:8443', 'local-registry.test:8443']) {
+        fs.mkdirSync(path.join(certsD, h), { recursive: true });
+        fs.copyFileSync(path.join(ca, 'ca.crt'), path.join(certsD, h, 'ca.crt'));
+      }
+      helper = spawn('ip', ['netns', 'exec', ns, process.execPath, new URL('./ssrf-registry.mjs', import.meta.url).pathname,
+        IP, path.join(work, 'key.pem'), path.join(work, 'cert.pem')], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      helper.stdout.on('data', (d) => { out += d; });
+      await eventually(() => out.includes('ready'), 20000, 'the hostile registry did not start');
+      const conns = (port) => out.split('\n').filter((l) => l === `conn ${port}`).length;
+      const ctx = path.join(work, 'ctx');
+      fs.mkdirSync(ctx);
+      fs.writeFileSync(path.join(ctx, 'Dockerfile'), 'FROM local-registry.test:8443/x\n');
+      const env = { CONTAINER_MCP_REGISTRY_CERTS_D: certsD, CONTAINER_MCP_ALLOWED_REGISTRIES: undefined,
+        CONTAINER_MCP_ALLOWED_MOUNTS: work };
+      const wrap = ['ip', 'netns', 'exec', ns];
+
+      let s = await stdioClient({ args: ['serve'], env: { ...ENV, ...env }, wrap });
+      try {
+        // a name that resolves to 127.0.0.1
+        refused(await call(s, 'pull_image', { image: 'local-registry.test:8443/x' }),
+          /local address 127\.0\.0\.1/, /CONTAINER_MCP_ALLOWED_REGISTRIES/);
+        // blobs redirected to 127.0.0.1, and a token realm there
+        refused(await call(s, 'pull_image', { image: 'public-registry.test:8443/redir' }), /local address 127\.0\.0\.1/);
+        refused(await call(s, 'pull_image', { image: 'public-registry.test:8443/realm' }), /local address 127\.0\.0\.1/);
+        // a build's base image is the same pull
+        refused(await call(s, 'build_image', { context: ctx }, { timeout: 120000 }), /local address 127\.0\.0\.1/);
+      } finally {
+        await s.close();
+      }
+      assert.equal(conns(8443), 0, 'a connection reached 127.0.0.1:8443');
+      assert.equal(conns(8080), 0, 'a connection reached 127.0.0.1:8080');
+
+      // The same with the registry named by the operator: the redirect is
+      // followed (what the guard stopped above), and the operator's own
+      // command line is not guarded.
+      s = await stdioClient({ args: ['serve'], env: { ...ENV, ...env, CONTAINER_MCP_ALLOWED_REGISTRIES: 'public-registry.test:8443' }, wrap });
+      try {
+        const r = await call(s, 'pull_image', { image: 'public-registry.test:8443/redir' });
+        assert.equal(r.isError, true);
+        assert.doesNotMatch(r.content[0].text, /local address/);
+      } finally {
+        await s.close();
+      }
+      await eventually(() => conns(8080) > 0, 10000, 'the named registry\'s redirect was not followed');
+      spawnSync('ip', ['netns', 'exec', ns, BIN, 'pull', 'local-registry.test:8443/x'],
+        { env: envWith({ ...ENV, ...env }), stdio: 'ignore', timeout: 60000 });
+      await eventually(() => conns(8443) > 0, 10000, 'the operator\'s pull did not connect');
+    } finally {
+      helper?.kill();
+      try { execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' }); } catch { /* gone */ }
+      fs.rmSync(etc, { recursive: true, force: true });
+      fs.rmSync(work, { recursive: true, force: true });
     }
   });
 

@@ -286,7 +286,7 @@ static char *abs_path(stage *s, const char *p) {
 /* A stored image by name, pulled first when the store has none and the
  * caller allows its registry (Docker's build pulls a missing base too). */
 static int resolve_or_pull(build *b, const char *ref, img_entry *e, cm_err *err) {
-        cm_pull_spec ps = {.ref = ref, .progress = b->spec->progress};
+        cm_pull_spec ps = {.ref = ref, .progress = b->spec->progress, .local_ok = b->spec->local_ok};
         cleanup_free char *what = NULL, *norm = NULL;
 
         if (img_resolve(b->s, ref, e, err) == 0)

@@ -149,7 +149,7 @@ int native_image_list(cm_backend *b, cm_image_info **ret, size_t *ret_n, cm_err 
 /* From a registry (src/image/pull.c): fetch, then import. */
 static int pull(native *n, img_store *s, const cm_pull_spec *spec, const cm_cancel *cancel, cm_image_info *ret,
                 cm_err *err) {
-        cm_registry_opts o = {.platform = spec->platform};
+        cm_registry_opts o = {.platform = spec->platform, .local_ok = spec->local_ok};
         cm_image_ref ref;
         img_entry e = {0};
         int r;
