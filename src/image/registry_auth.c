@@ -2,13 +2,16 @@
  * 401's challenge (Basic, or a Bearer token from the realm it names). */
 #include "image/registry_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "backend/docker/api.h" /* dk_base64_decode, dk_escape */
+#include "backend/spawn.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 
@@ -64,16 +67,117 @@ static char *docker_config_path(void) {
         return home && *home ? xasprintf("%s/.docker/config.json", home) : NULL;
 }
 
-static int from_docker_config(const char *path, const char *host, char **user, char **pass, cm_err *err) {
+/* Docker's credential helpers: `docker-credential-NAME get` on PATH, the
+ * server address on its stdin, {"Username","Secret"} on its stdout.  NAME
+ * comes from the operator's config file, the address from the reference
+ * (letters, digits, . - : only): neither becomes a shell word or a path. */
+#define HELPER_TIMEOUT_MS 10000
+
+static bool helper_name_ok(const char *s) {
+        if (!*s || strlen(s) > 64 || s[0] == '.')
+                return false;
+        for (; *s; s++)
+                if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
+                        return false;
+        return true;
+}
+
+static char *helper_path(const char *name) {
+        const char *path = getenv("PATH");
+        for (const char *p = path ? path : "/usr/local/bin:/usr/bin:/bin"; *p;) {
+                size_t n = strcspn(p, ":");
+                if (n && p[0] == '/') {
+                        char *exe = xasprintf("%.*s/docker-credential-%s", (int)n, p, name);
+                        if (access(exe, X_OK) == 0)
+                                return exe;
+                        free(exe);
+                }
+                p += n + (p[n] == ':');
+        }
+        return NULL;
+}
+
+/* 1 with credentials, 0 when the helper has none for this registry. */
+static int from_helper(const char *config, const char *setting, const char *name, const char *host, char **user,
+                       char **pass, char **ret_source, cm_err *err) {
+        bool hub = key_names(HUB_KEY, host);
+        cleanup_free char *exe = NULL, *input = xasprintf("%s\n", hub ? HUB_KEY : host);
+        cleanup_json json_t *j = NULL;
+        cm_exec_result r;
+        const char *u, *secret;
+        int ret = 0;
+
+        if (!helper_name_ok(name))
+                return cm_err_set(err, EINVAL,
+                                  "%s: %s \"%.64s\" is not a credential helper's name (letters, digits, . _ -)", config,
+                                  setting, name);
+        if (!(exe = helper_path(name)))
+                return cm_err_set(
+                        err, ENOENT,
+                        "%s names the credential helper \"%s\" (%s), but docker-credential-%s is not on PATH: "
+                        "install it, or remove %s from that file",
+                        config, name, setting, name, setting);
+        char get[] = "get", *argv[] = {exe, get, NULL};
+        cm_spawn_io io = {
+                .stdin_data = input, .stdin_len = strlen(input), .timeout_ms = HELPER_TIMEOUT_MS, .cap = 1 << 16};
+        if (cm_spawn(argv, &io, &r, err) < 0)
+                return -1;
+        if (r.timed_out)
+                ret = cm_err_set(err, ETIMEDOUT,
+                                 "%s get (%s of %s) did not answer within %d s for %s: is it waiting for a password "
+                                 "or an unlocked keyring?",
+                                 exe, setting, config, HELPER_TIMEOUT_MS / 1000, host);
+        else if (r.exit_code != 0 && (strstr(r.out, "credentials not found") || strstr(r.err, "credentials not found")))
+                ret = 0;
+        else if (r.exit_code != 0)
+                ret = cm_err_set(err, EIO, "%s get (%s of %s) failed for %s (exit %d): %.200s", exe, setting, config,
+                                 host, r.exit_code, *r.err ? r.err : r.out);
+        else if (!(j = json_loadb(r.out, r.out_len, 0, NULL)) || !(u = cm_json_str(j, "Username")) ||
+                 !(secret = cm_json_str(j, "Secret")))
+                ret = cm_err_set(err, EIO, "%s get (%s of %s) answered for %s without a Username and a Secret", exe,
+                                 setting, config, host);
+        else if (strcmp(u, "<token>") == 0)
+                ret = cm_err_set(err, ENOTSUP,
+                                 "%s holds an identity token for %s, which container-mcp cannot use: set "
+                                 "CONTAINER_MCP_REGISTRY_AUTH=%s=USER:PASSWORD (or an access token as the password)",
+                                 exe, host, host);
+        else {
+                *user = xstrdup(u);
+                *pass = xstrdup(secret);
+                if (ret_source)
+                        *ret_source = xasprintf("docker-credential-%s (%s of %s)", name, setting, config);
+                ret = 1;
+        }
+        cm_exec_result_clear(&r);
+        return ret;
+}
+
+static int from_docker_config(const char *path, const char *host, char **user, char **pass, char **ret_source,
+                              cm_err *err) {
         json_error_t je;
         cleanup_json json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
         json_t *auths = json_object_get(j, "auths"), *entry;
-        const char *key;
+        const char *key, *store = cm_json_str(j, "credsStore");
+        int r;
         if (!j && access(path, F_OK) != 0)
                 return 0;
         if (!j)
                 return cm_err_set(err, EINVAL, "%s is not valid JSON (%s, line %d); fix or remove it", path, je.text,
                                   je.line);
+        /* As Docker: a registry's own helper, else the store's; what they
+         * lack is looked for in auths. */
+        json_object_foreach(json_object_get(j, "credHelpers"), key, entry) {
+                if (key_names(key, host) && json_is_string(entry)) {
+                        cleanup_free char *setting = xasprintf("credHelpers.\"%s\"", key);
+                        if ((r = from_helper(path, setting, json_string_value(entry), host, user, pass, ret_source,
+                                             err)) != 0)
+                                return r;
+                        store = NULL;
+                        break;
+                }
+        }
+        if (store && *store && (r = from_helper(path, "credsStore", store, host, user, pass, ret_source, err)) != 0)
+                return r;
         json_object_foreach(auths, key, entry) {
                 const char *auth = cm_json_str(entry, "auth"), *u = cm_json_str(entry, "username"),
                            *p = cm_json_str(entry, "password");
@@ -91,13 +195,14 @@ static int from_docker_config(const char *path, const char *host, char **user, c
                         *colon = 0;
                         *user = xstrdup(plain);
                         *pass = xstrdup(colon + 1);
-                        return 1;
-                }
-                if (u && p) {
+                } else if (u && p) {
                         *user = xstrdup(u);
                         *pass = xstrdup(p);
-                        return 1;
-                }
+                } else
+                        continue;
+                if (ret_source)
+                        *ret_source = xasprintf("%s (auths)", path);
+                return 1;
         }
         return 0;
 }
@@ -113,9 +218,7 @@ int cm_registry_credentials_from(const char *host, char **user, char **pass, cha
         }
         if (!(path = docker_config_path()))
                 return 0;
-        if ((r = from_docker_config(path, host, user, pass, err)) > 0 && ret_source)
-                *ret_source = xasprintf("%s (auths)", path);
-        return r;
+        return from_docker_config(path, host, user, pass, ret_source, err);
 }
 
 int cm_registry_credentials(const char *host, char **user, char **pass) {

@@ -244,6 +244,63 @@ describe('pull on the native runtime', T, () => {
     assert.match(r.stdout, new RegExp(`${REG.REGISTRY_TOKEN.replace(/[.]/g, '\\.')}/busybox:latest`));
   });
 
+  test("Docker's credential helpers: credsStore and credHelpers run docker-credential-NAME get with the registry on stdin; a registry's own helper wins, one without the credentials leaves auths, a hung, missing or path-like helper is an error", T, async (t) => {
+    if (skipped(t)) return;
+    if (!REG.REGISTRY_BASIC) return t.skip(`${DIR}/env names no basic-auth registry`);
+    const H = REG.REGISTRY_BASIC, bin = tmpDir('cmcp-helpers-'), hang = `6${process.pid}`;
+    const helper = (name, body) => fs.writeFileSync(path.join(bin, `docker-credential-${name}`),
+      `#!/bin/sh\nread -r host\nprintf '%s %s\\n' "$*" "$host" >>"${bin}/calls-${name}"\n${body}\n`, { mode: 0o755 });
+    const answer = (secret) => `[ "$host" = "${H}" ] || { echo "credentials not found in native keychain"; exit 1; }\n` +
+      `printf '{"ServerURL":"%s","Username":"${REG.REGISTRY_USER}","Secret":"${secret}"}' "$host"`;
+    helper('cmgood', answer(REG.REGISTRY_PASSWORD));
+    helper('cmwrong', answer('wrong'));
+    helper('cmnone', 'echo "credentials not found in native keychain"; exit 1');
+    helper('cmhang', `exec sleep ${hang}`);
+    const withConfig = (config) => {
+      const dir = tmpDir('cmcp-dockercfg-');
+      fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
+      return { DOCKER_CONFIG: dir, PATH: `${bin}:${process.env.PATH}`, CONTAINER_MCP_ALLOWED_REGISTRIES: H };
+    };
+    const pull = (config) => cli(['pull', `${H}/busybox`], withConfig(config));
+    const auth = Buffer.from(`${REG.REGISTRY_USER}:${REG.REGISTRY_PASSWORD}`).toString('base64');
+    try {
+      // the store's helper, asked `get` with the registry on stdin; an agent's pull_image the same
+      let r = await pull({ credsStore: 'cmgood' });
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(fs.readFileSync(path.join(bin, 'calls-cmgood'), 'utf8'), `get ${H}\n`);
+      const s = await open(withConfig({ credsStore: 'cmgood' }));
+      try {
+        ok(await call(s, 'pull_image', { image: `${H}/busybox` }, { timeout: 180000 }));
+      } finally {
+        await s.close();
+      }
+      // a registry's own helper wins over the store's: its wrong secret is refused, naming it
+      r = await pull({ credsStore: 'cmgood', credHelpers: { [H]: 'cmwrong' } });
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /refused the credentials .*docker-credential-cmwrong \(credHelpers/);
+      // a helper without them: auths answers
+      r = await pull({ credsStore: 'cmnone', auths: { [H]: { auth } } });
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(fs.readFileSync(path.join(bin, 'calls-cmnone'), 'utf8'), new RegExp(`get ${H.replace(/[.]/g, '\\.')}`));
+      // a helper that never answers: an error at its deadline, and nothing of it left
+      const t0 = Date.now();
+      r = await pull({ credsStore: 'cmhang' });
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /did not answer within 10 s/);
+      assert.ok(Date.now() - t0 < 60000);
+      assert.deepEqual(procsWith(hang), [], 'the hung helper is still running');
+      // a name that is a path, and one not on PATH
+      r = await pull({ credsStore: '../../bin/sh' });
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /is not a credential helper's name/);
+      r = await pull({ credsStore: 'cm-not-installed' });
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /docker-credential-cm-not-installed is not on PATH/);
+    } finally {
+      fs.rmSync(bin, { recursive: true, force: true });
+    }
+  });
+
   test("a TLS registry of our own CA that wants client certificates: its certs.d entry pulls; none, a CA alone or another CA are refused saying what to add", T, async (t) => {
     if (skipped(t)) return;
     if (!REG.REGISTRY_TLS) return t.skip(`${DIR}/env names no tls registry`);

@@ -271,15 +271,15 @@ static void test_time(void **state) {
         json_decref(d);
 }
 
-static int spawn_sh(const char *script, const apple_io *io, cm_exec_result *r, cm_err *err) {
+static int spawn_sh(const char *script, const cm_spawn_io *io, cm_exec_result *r, cm_err *err) {
         char *argv[] = {W("/bin/sh"), W("-c"), W(script), NULL};
-        return apple_spawn(argv, io, r, err);
+        return cm_spawn(argv, io, r, err);
 }
 
 static void test_spawn(void **state) {
         cm_exec_result r;
         cm_err err = CM_ERR_INIT;
-        apple_io io = {NULL, 0, 60000, NULL, 1 << 20};
+        cm_spawn_io io = {NULL, 0, 60000, NULL, 1 << 20};
         (void)state;
         assert_int_equal(spawn_sh("echo out; echo err >&2; exit 3", &io, &r, &err), 0);
         assert_int_equal(r.exit_code, 3);
@@ -302,7 +302,7 @@ static void test_spawn(void **state) {
         char *missing[] = {W("/nonexistent/container"), NULL};
         /* posix_spawn reports the failed exec (glibc, macOS), or the child
          * exits 127 (where it is fork and exec, as under valgrind) */
-        if (apple_spawn(missing, &io, &r, &err) == 0) {
+        if (cm_spawn(missing, &io, &r, &err) == 0) {
                 assert_int_equal(r.exit_code, 127);
                 cm_exec_result_clear(&r);
         } else
@@ -314,7 +314,7 @@ static void test_spawn(void **state) {
 static void test_spawn_timeout(void **state) {
         cm_exec_result r;
         cm_err err = CM_ERR_INIT;
-        apple_io io = {NULL, 0, 300, NULL, 1 << 20};
+        cm_spawn_io io = {NULL, 0, 300, NULL, 1 << 20};
         (void)state;
         assert_int_equal(spawn_sh("trap '' TERM; echo $$; sleep 600 & echo $!; wait", &io, &r, &err), 0);
         assert_true(r.timed_out);
@@ -337,7 +337,7 @@ static void test_spawn_cancel(void **state) {
         int p[2];
         assert_int_equal(pipe(p), 0);
         cm_cancel c = {p[0]};
-        apple_io io = {NULL, 0, 0, &c, 1 << 20};
+        cm_spawn_io io = {NULL, 0, 0, &c, 1 << 20};
         (void)state;
         assert_int_equal(write(p[1], "x", 1), 1); /* cancelled before it even started: still stopped */
         assert_int_equal(spawn_sh("sleep 600", &io, &r, &err), -ECANCELED);

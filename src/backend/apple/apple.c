@@ -19,12 +19,12 @@
 /* `container ARGS...` (no container id), its result kept. */
 static int system_cmd(const apple *a, const char *cli, const char *const *args, cm_exec_result *ret, cm_err *err) {
         apple_argv argv = {0};
-        apple_io io = {NULL, 0, a->timeout_ms, NULL, 1 << 16};
+        cm_spawn_io io = {NULL, 0, a->timeout_ms, NULL, 1 << 16};
         int r;
         apple_argv_add(&argv, cli);
         for (size_t i = 0; args[i]; i++)
                 apple_argv_add(&argv, args[i]);
-        r = apple_spawn(argv.v, &io, ret, err);
+        r = cm_spawn(argv.v, &io, ret, err);
         apple_argv_free(&argv);
         return r;
 }

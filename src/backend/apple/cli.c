@@ -84,8 +84,8 @@ int apple_cli_failed(const char *what, const cm_exec_result *r, int64_t timeout_
  * exited 0.  *ret keeps its output either way (cleared by the caller). */
 int apple_run_cli(const apple *a, const apple_argv *argv, const char *what, size_t cap, const cm_cancel *cancel,
                    int64_t extra_ms, cm_exec_result *ret, cm_err *err) {
-        apple_io io = {NULL, 0, a->timeout_ms + extra_ms, cancel, cap};
-        if (apple_spawn(argv->v, &io, ret, err) < 0)
+        cm_spawn_io io = {NULL, 0, a->timeout_ms + extra_ms, cancel, cap};
+        if (cm_spawn(argv->v, &io, ret, err) < 0)
                 return -1;
         if (ret->exit_code != 0 || ret->timed_out)
                 return apple_cli_failed(what, ret, io.timeout_ms, err);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/spawn.h"
 
 /* A growing, NULL-terminated argv of owned strings. */
 typedef struct apple_argv {
@@ -49,22 +50,6 @@ int apple_parse_stats(const char *text, size_t len, cm_stats *ret, cm_err *err);
 /* A Swift Date as JSONEncoder writes it by default (seconds since
  * 2001-01-01) or an RFC 3339 string, as unix seconds; 0 when neither. */
 int64_t apple_unix_time(const void *json_value);
-
-/* Running the CLI (spawn.c). */
-typedef struct apple_io {
-        const char *stdin_data; /* NULL: /dev/null */
-        size_t stdin_len;
-        int64_t timeout_ms;     /* 0: none */
-        const cm_cancel *cancel;
-        size_t cap;             /* bytes kept per stream */
-} apple_io;
-
-/* Spawn argv (no shell), feed stdin, collect stdout and stderr up to the
- * cap, and wait.  0: the CLI ran and ended (ret->exit_code, 128+signal when
- * killed); a timeout kills its process group and sets ret->timed_out.
- * < 0: it could not be started, or the call was cancelled (-ECANCELED,
- * the process group killed). */
-int apple_spawn(char *const *argv, const apple_io *io, cm_exec_result *ret, cm_err *err);
 
 /* The backend. */
 typedef struct apple {

@@ -83,12 +83,12 @@ int apple_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *canc
         apple *a = (apple *)b;
         cleanup_free char *cli = apple_find_cli(err), *name = spec->name ? xstrdup(spec->name) : wait_name();
         apple_argv argv = {0};
-        apple_io io = {NULL, 0, spec->timeout_ms, cancel, spec->output_cap ? spec->output_cap : DEFAULT_OUTPUT_CAP};
+        cm_spawn_io io = {NULL, 0, spec->timeout_ms, cancel, spec->output_cap ? spec->output_cap : DEFAULT_OUTPUT_CAP};
         cm_err ignored = CM_ERR_INIT;
         int r;
         if (!cli || apple_run_argv(cli, spec, name, false, &argv, err) < 0)
                 return -1;
-        r = apple_spawn(argv.v, &io, ret, err);
+        r = cm_spawn(argv.v, &io, ret, err);
         apple_argv_free(&argv);
         /* Killing the CLI may leave the VM: remove it (--rm did not run). */
         if (r < 0 || ret->timed_out)
@@ -100,13 +100,13 @@ int apple_exec(cm_backend *b, const char *id, const cm_exec_spec *spec, const cm
                cm_err *err) {
         cleanup_free char *cli = apple_find_cli(err);
         apple_argv argv = {0};
-        apple_io io = {spec->stdin_data, spec->stdin_len, spec->timeout_ms, cancel,
+        cm_spawn_io io = {spec->stdin_data, spec->stdin_len, spec->timeout_ms, cancel,
                        spec->output_cap ? spec->output_cap : DEFAULT_OUTPUT_CAP};
         int r;
         (void)b;
         if (!cli || apple_exec_argv(cli, id, spec, &argv, err) < 0)
                 return -1;
-        r = apple_spawn(argv.v, &io, ret, err);
+        r = cm_spawn(argv.v, &io, ret, err);
         apple_argv_free(&argv);
         return r;
 }

@@ -1,9 +1,10 @@
-/* Running the `container` CLI: posix_spawn (never a shell), its own process
- * group so a timeout or a cancel reaches whatever it started, stdout and
- * stderr collected up to a cap, stdin fed from memory, one poll loop with
- * the deadline and the cancel fd.  POSIX only (it builds on macOS); the
- * caller ignores SIGPIPE (serve.c), so a CLI that closes its stdin early
- * is an EPIPE here, not a death. */
+/* Running a program (Apple's `container` CLI, a credential helper):
+ * posix_spawn (never a shell), its own process group so a timeout or a
+ * cancel reaches whatever it started, stdout and stderr collected up to a
+ * cap, stdin fed from memory, one poll loop with the deadline and the
+ * cancel fd.  POSIX only (it builds on macOS); the caller ignores SIGPIPE
+ * (serve.c), so a program that closes its stdin early is an EPIPE here, not
+ * a death. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -14,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/apple/internal.h"
+#include "backend/spawn.h"
 #include "util/cleanup.h"
 #include "util/clock.h"
 
@@ -129,7 +130,7 @@ static void reap(child *c, int64_t now) {
         }
 }
 
-static void feed(int *fd, const apple_io *io, size_t *off) {
+static void feed(int *fd, const cm_spawn_io *io, size_t *off) {
         ssize_t n = write(*fd, io->stdin_data + *off, io->stdin_len - *off);
         if (n > 0)
                 *off += (size_t)n;
@@ -146,7 +147,7 @@ typedef struct loop {
         bool timed_out, cancelled;
 } loop;
 
-static int poll_once(loop *l, child *c, const apple_io *io, int64_t start) {
+static int poll_once(loop *l, child *c, const cm_spawn_io *io, int64_t start) {
         struct pollfd p[4];
         int n = 0, io_out = -1, io_err = -1, io_in = -1, io_cancel = -1;
         int64_t now = cm_now_ms(), wait = l->out.fd >= 0 || l->err.fd >= 0 ? 100 : 5;
@@ -201,7 +202,7 @@ static void finish(loop *l, child *c, int64_t start, cm_exec_result *ret) {
         ret->duration_ms = cm_now_ms() - start;
 }
 
-int apple_spawn(char *const *argv, const apple_io *io, cm_exec_result *ret, cm_err *err) {
+int cm_spawn(char *const *argv, const cm_spawn_io *io, cm_exec_result *ret, cm_err *err) {
         int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, r;
         loop l = {{-1, NULL, 0, false}, {-1, NULL, 0, false}, -1, 0, false, false};
         child c = {0};
