@@ -91,6 +91,7 @@ void rg_easy_setup(rg_conn *c, CURL *h, const char *url, struct curl_slist **hdr
         (void)curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
         (void)curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)stall);
         if (c->guard_local) {
+                c->refused[0] = 0; /* a refusal is told by the transfer it stopped */
                 (void)curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_guarded);
                 (void)curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, c);
         }

@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import Ajv2020 from 'ajv/dist/2020.js';
 
 import { readEnvFile, stdioClient, tmpDir } from './lib.mjs';
-import { call as rawCall, ok, refused } from './tools.mjs';
+import { call as rawCall, engine, ok, refused } from './tools.mjs';
 
 const T = { timeout: 300000 };
 const BASE = 'cm-test:latest';
@@ -35,24 +35,6 @@ after(() => {
   for (const d of [state, allowed, outside]) fs.rmSync(d, { recursive: true, force: true });
 });
 
-// One exchange with the engine itself, bypassing container-mcp.
-function engine(sock, method, p) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: sock, method, path: p }, (res) => {
-      let data = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => { data += c; });
-      res.on('end', () => {
-        let parsed = null;
-        try { parsed = data ? JSON.parse(data) : null; } catch { parsed = data; }
-        resolve({ status: res.statusCode, body: parsed });
-      });
-    });
-    req.on('error', reject);
-    req.setTimeout(120000, () => req.destroy(new Error(`engine ${method} ${p} timed out`)));
-    req.end();
-  });
-}
 // GET of the engine into a file (an image's `docker save` archive).
 function engineToFile(sock, p, file) {
   return new Promise((resolve, reject) => {

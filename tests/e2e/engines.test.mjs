@@ -11,27 +11,16 @@ import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { eventually, stdioClient, tmpDir, withTimeout } from './lib.mjs';
-import { AS_NOBODY, call, cgroupLimits, cgroupOf, ok, refused } from './tools.mjs';
+import { eventually, readEnvFile, stdioClient, tmpDir, withTimeout } from './lib.mjs';
+import { AS_NOBODY, call, cgroupLimits, cgroupOf, engine, ok, refused } from './tools.mjs';
 
 const T = { timeout: 120000 };
 const IMAGE = 'cm-test:latest';
 const DIR = process.env.CM_ENGINES_DIR || '/tmp/cm-engines';
 
 // DOCKER_SOCK=..., PODMAN_SKIP='why' ... as tests/engines/start.sh wrote them.
-function enginesEnv() {
-  const env = {};
-  try {
-    for (const line of fs.readFileSync(path.join(DIR, 'env'), 'utf8').split('\n')) {
-      const m = /^([A-Z_]+)=(.*)$/.exec(line);
-      if (m) env[m[1]] = m[2].replace(/^'(.*)'$/, '$1');
-    }
-  } catch {
-    env.MISSING = `tests/engines/start.sh has not run (no ${DIR}/env); run it as root to test the docker backend`;
-  }
-  return env;
-}
-const ENGINES = enginesEnv();
+const ENGINES = readEnvFile(DIR,
+  `tests/engines/start.sh has not run (no ${DIR}/env); run it as root to test the docker backend`);
 
 const state = tmpDir('cmcp-engines-state-');
 const allowed = tmpDir('cmcp-engines-allowed-');
@@ -39,26 +28,6 @@ const outside = tmpDir('cmcp-engines-outside-');
 after(() => {
   for (const d of [state, allowed, outside]) fs.rmSync(d, { recursive: true, force: true });
 });
-
-// One exchange with the engine itself, bypassing container-mcp.
-function engine(sock, method, p, body) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: sock, method, path: p, headers: body ? { 'content-type': 'application/json' } : {} }, (res) => {
-      let data = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => { data += c; });
-      res.on('end', () => {
-        let parsed = null;
-        try { parsed = data ? JSON.parse(data) : null; } catch { parsed = data; }
-        resolve({ status: res.statusCode, body: parsed });
-      });
-    });
-    req.on('error', reject);
-    req.setTimeout(60000, () => req.destroy(new Error(`engine ${method} ${p} timed out`)));
-    if (body) req.write(JSON.stringify(body));
-    req.end();
-  });
-}
 
 const inspectOf = async (sock, id) => (await engine(sock, 'GET', `/containers/${id}/json`)).body;
 // The commands running in a container, as the engine lists them (ps on the host).

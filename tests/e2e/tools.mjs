@@ -3,6 +3,7 @@
 // can do here (to skip, saying why, what this machine cannot run).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 
 import { tmpDir } from './lib.mjs';
@@ -163,4 +164,26 @@ export function hostTrap(prefix, secret) {
   fs.chmodSync(dir, 0o777);
   fs.writeFileSync(path.join(dir, 'secret.txt'), secret);
   return { dir, entries: () => fs.readdirSync(dir).filter((n) => n !== 'secret.txt') };
+}
+
+// One exchange with a Docker-API engine itself (Docker, Podman), bypassing
+// container-mcp: {status, body} with the body parsed when it is JSON.
+export function engine(sock, method, p, body, timeoutMs = 120000) {
+  return new Promise((resolve, reject) => {
+    const headers = body ? { 'content-type': 'application/json' } : {};
+    const req = http.request({ socketPath: sock, method, path: p, headers }, (res) => {
+      let data = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { data += c; });
+      res.on('end', () => {
+        let parsed = null;
+        try { parsed = data ? JSON.parse(data) : null; } catch { parsed = data; }
+        resolve({ status: res.statusCode, body: parsed });
+      });
+    });
+    req.on('error', reject);
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`engine ${method} ${p} timed out`)));
+    if (body) req.write(JSON.stringify(body));
+    req.end();
+  });
 }
