@@ -282,15 +282,52 @@ with tarfile.open(sys.argv[1], 'w') as t:
       const layers = fs.readdirSync(path.join(nstate, 'images', 'layers'));
       assert.equal(layers.length, 2);
       for (const l of layers) assert.equal(fs.statSync(path.join(nstate, 'images', 'layers', l)).uid, 65534);
+      // a build's RUN steps: root before USER app, app after it
+      const ctx = path.join(nstate, 'ctx');
+      fs.mkdirSync(ctx);
+      fs.writeFileSync(path.join(ctx, 'Dockerfile'),
+        'FROM mine:1\nUSER root\nRUN id -u > /run-as-root\nUSER app\nRUN id -u > /tmp/run-as-app\n');
+      fs.chownSync(ctx, 65534, 65534);
+      const built = spawnSync(AS_NOBODY[0], [...AS_NOBODY.slice(1), BIN, 'image', 'build', ctx, '-t', 'mine:built'],
+        { env: envWith(env), encoding: 'utf8' });
+      assert.equal(built.status, 0, built.stderr);
       const s = await stdioClient({ args: ['serve'], env, wrap: AS_NOBODY });
       try {
-        const out = await runIn(s, 'mine:1', ['id -u; ls /opq; ls /etc/hidden 2>&1; echo $GREETING']);
+        // The image's User (app, 1000:1001) through a user namespace nested
+        // in the sandbox's one-id map: the command is app, and the files (all
+        // of that one id) look like app's, so app may write where the image
+        // meant it to.
+        const out = await runIn(s, 'mine:1',
+          ['id -u; id -g; id -un; ls /opq; ls /etc/hidden 2>&1; echo $GREETING; stat -c %u:%g /etc/passwd; ' +
+           'touch /etc/by-app && stat -c %u /etc/by-app; grep ^Cap[EP] /proc/self/status']);
         assert.equal(out.exitCode, 0, out.stderr);
         const lines = out.stdout.split('\n');
-        assert.equal(lines[0], '0', 'one id mapped: the image\'s User is not applied');
-        assert.equal(lines[1], 'new');
-        assert.match(lines[2], /No such file/);
-        assert.equal(lines[3], 'from-image');
+        assert.deepEqual(lines.slice(0, 3), ['1000', '1001', 'app'], out.stdout);
+        assert.equal(lines[3], 'new');
+        assert.match(lines[4], /No such file/);
+        assert.equal(lines[5], 'from-image');
+        assert.equal(lines[6], '1000:1001');
+        assert.equal(lines[7], '1000');
+        // a user, not root: no capability left (as for Docker's non-root users)
+        assert.deepEqual(lines.slice(8, 10), ['CapPrm:\t0000000000000000', 'CapEff:\t0000000000000000'], out.stdout);
+        const b = await runIn(s, 'mine:built', ['cat /run-as-root /tmp/run-as-app; id -u']);
+        assert.equal(b.stdout, '0\n1000\n1000\n', b.stderr);
+        // an exec into a detached one is app too, and what it writes is the server's on the host
+        const d = ok(await call(s, 'run_container', { image: 'mine:1', command: ['sleep 300'] }));
+        try {
+          const x = ok(await call(s, 'exec_in_container', { container: d.id, command: ['sh', '-c', 'id -u; id -g; touch /tmp/x; echo ok'] }));
+          assert.equal(x.stdout, '1000\n1001\nok\n', JSON.stringify(x));
+          // an exec too big for the init's spawn request joins the namespaces
+          // from outside (the sandbox's, then app's): app as well
+          const big = ok(await call(s, 'exec_in_container', { container: d.id,
+            command: ['sh', '-c', 'id -u; id -g; echo ${#1}', 'sh', 'x'.repeat(120 * 1024)] }));
+          assert.equal(big.stdout, `1000\n1001\n${120 * 1024}\n`, JSON.stringify(big).slice(0, 300));
+          const v = ok(await call(s, 'dinspect', { container: d.id }));
+          assert.equal(v.host_uid ?? v.kernel?.host_uid, 65534, JSON.stringify(v));
+          assert.equal(v.user, '1000:1001', JSON.stringify(v));
+        } finally {
+          await call(s, 'remove_container', { container: d.id, force: true });
+        }
       } finally {
         await s.close();
       }

@@ -320,11 +320,13 @@ static int prepare(native *n, const cm_run_spec *spec, enum launch_kind kind, bo
                         l->st.exposed = copy_argv(l->img.cfg.exposed, ne);
                 }
                 /* A rootless sandbox maps one id (ours, as its root): the
-                 * image's user cannot be; it runs as that root. */
-                if (l->img.cfg.user && l->img.cfg.user[0] && !n->rootless) {
+                 * image's user gets it through a nested user namespace
+                 * (ns_user.c userns_nest); root:root needs nothing. */
+                if (l->img.cfg.user && l->img.cfg.user[0]) {
                         if (native_image_user(&l->img, &l->st.run_uid, &l->st.run_gid, err) < 0)
                                 return -1;
-                        l->st.set_ids = true;
+                        l->st.set_ids = !n->rootless || l->st.run_uid != 0 || l->st.run_gid != 0;
+                        l->st.nest_ids = n->rootless && l->st.set_ids;
                 }
                 /* a warm sandbox's init waits for its command */
                 l->st.argv = kind == L_WARM ? NULL : image_argv(&l->img.cfg, spec, wait);
@@ -506,6 +508,7 @@ static int start(native *n, const cm_run_spec *spec, launch *l, cm_err *err) {
                 .ctl_conn = l->ctl_pair[1],
                 .net_sync = l->net_sync[1],
                 .set_ids = l->st.set_ids,
+                .nest_ids = l->st.nest_ids,
                 .run_uid = l->st.run_uid,
                 .run_gid = l->st.run_gid,
         };

@@ -39,6 +39,7 @@
 typedef struct exec_child {
         int init_pidfd;    /* setns on it (root: the init is not dumpable) */
         int ns[INIT_N_NS]; /* or these, from the init's control socket */
+        int nested_fd;     /* then this one: the image user's (nest_ids), or -1 */
         pid_t init_pid;
         bool userns;
         bool become_root; /* root server: from host root to the namespace's */
@@ -105,7 +106,7 @@ static void on_term(int sig) {
 
 static __attribute__((noreturn)) void exec_waiter(const exec_child *x) {
         sb_err e = {0};
-        int keep[6 + INIT_N_NS + CG__N] = {x->init_pidfd, x->in_fd, x->out_fd, x->err_fd, x->sync_fd};
+        int keep[7 + INIT_N_NS + CG__N] = {x->init_pidfd, x->in_fd, x->out_fd, x->err_fd, x->sync_fd};
         size_t nk = 5;
         pid_t pid;
         int st;
@@ -120,6 +121,7 @@ static __attribute__((noreturn)) void exec_waiter(const exec_child *x) {
                 keep[nk++] = x->cg_fds[i];
         for (int i = 0; i < INIT_N_NS; i++)
                 keep[nk++] = x->ns[i];
+        keep[nk++] = x->nested_fd;
         sb_close_fds_except(keep, nk);
         if (cg_join(x->cg_fds, x->n_cg_fds) < 0) {
                 (void)sb_fail(&e, SB_STEP_CGROUP, errno, "write cgroup.procs");
@@ -127,6 +129,11 @@ static __attribute__((noreturn)) void exec_waiter(const exec_child *x) {
         }
         if (join_namespaces(x, &e) < 0)
                 goto fail;
+        /* last: from inside it nothing of the sandbox's could be joined */
+        if (x->nested_fd >= 0 && setns(x->nested_fd, CLONE_NEWUSER) < 0) {
+                (void)sb_fail(&e, SB_STEP_SETNS, errno, "setns into the image user's namespace");
+                goto fail;
+        }
         /* setns kept our ids, the host's root, unmapped in the sandbox:
          * the command must run as the sandbox's root (host BASE). */
         if (x->become_root && userns_become_root(&e) < 0)
@@ -242,6 +249,7 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
         nstate s = *sp;
         exec_child x = {.init_pidfd = -1,
                         .ns = {-1, -1, -1, -1, -1, -1, -1},
+                        .nested_fd = -1,
                         .in_fd = -1,
                         .out_fd = -1,
                         .err_fd = -1,
@@ -262,7 +270,8 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
         /* Without CAP_SYS_PTRACE the init (not dumpable) cannot be setns'd
          * through its pidfd; it hands out its namespaces instead. */
         if (n->rootless) {
-                if (init_ctl_fetch(s.dir, x.ns, err) < 0)
+                if (init_ctl_fetch(s.dir, x.ns, err) < 0 ||
+                    (s.nest_ids && init_ctl_nested(s.dir, &x.nested_fd, err) < 0))
                         goto out;
                 closefd(&x.init_pidfd);
         }
@@ -293,7 +302,7 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
                            &n->seccomp_rw,
                            n->cg.mode == CG_NONE ? s.limits.memory_bytes : 0,
                            n->cg.mode == CG_NONE ? s.limits.pids : 0,
-                           s.set_ids,
+                           s.set_ids && !s.nest_ids,
                            s.run_uid,
                            s.run_gid};
         if (start_waiter(&x, cg_dirfd, &run, err) < 0)
@@ -310,6 +319,7 @@ static int exec_setns(native *n, const nstate *sp, const cm_exec_spec *spec, cha
         closefd(&x.init_pidfd);
         for (int i = 0; i < INIT_N_NS; i++)
                 closefd(&x.ns[i]);
+        closefd(&x.nested_fd);
         if (sb_wait_ready(sync_p[0], NULL, err) < 0) { /* #1 */
                 kill_exec(&run);
                 (void)waitid((idtype_t)P_PIDFD, (id_t)run.pidfd, &si, WEXITED);
@@ -338,6 +348,7 @@ out:
         closefd(&x.init_pidfd);
         for (int i = 0; i < INIT_N_NS; i++)
                 closefd(&x.ns[i]);
+        closefd(&x.nested_fd);
         /* An exec's background processes keep its cgroup until the
          * container goes; a killed or finished tree leaves it empty. */
         if (ret->timed_out)

@@ -171,6 +171,7 @@ typedef struct init_state {
         const sb_config *c;
         int proc; /* /proc, for killing an exec's tree */
         int ns[INIT_N_NS];
+        int nested; /* the image user's namespace (nest_ids), or -1 */
         init_exec execs[INIT_MAX_EXECS];
         size_t n_execs;
 } init_state;
@@ -246,7 +247,7 @@ static pid_t spawn_exec(init_state *st, const init_spawn_req *h, const char *wor
                         !c->rlimit_fallback ? 0
                         : h->rlimit_pids    ? h->rlimit_pids
                                             : c->pids,
-                        c->set_ids,
+                        c->set_ids && !c->nest_ids,
                         c->run_uid,
                         c->run_gid};
         sb_err e = {0};
@@ -318,6 +319,10 @@ static void serve_conn(init_state *st, int conn) {
                 }
         if (n >= 1 && req_buf[0] == 'n' && n_fds == 0) {
                 send_fds(conn, 'n', st->ns, INIT_N_NS);
+                (void)close(conn);
+        } else if (n >= 1 && req_buf[0] == 'u' && n_fds == 0) {
+                if (st->nested >= 0)
+                        send_fds(conn, 'u', &st->nested, 1);
                 (void)close(conn);
         } else if (n >= 1 && req_buf[0] == 'i' && n_fds == 0) {
                 /* block I/O of ours and of all we reaped, which nobody may
@@ -418,6 +423,13 @@ void init_run(const sb_config *c, pid_t main_pid, int log_r) {
                 st.ns[i] = c->ctl_fd >= 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
                 if (c->ctl_fd >= 0 && st.ns[i] < 0)
                         st.ns[i] = open("/dev/null", O_RDONLY | O_CLOEXEC); /* keeps the message whole */
+        }
+        /* Nested (an image's user, rootless): an exec from outside joins
+         * the sandbox's user namespace first, the nested one last. */
+        st.nested = -1;
+        if (sb_outer_userns >= 0 && c->ctl_fd >= 0) {
+                st.nested = st.ns[0];
+                st.ns[0] = sb_outer_userns;
         }
         init_signal_set(&set);
         sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -580,6 +592,8 @@ int init_ctl_fetch(const char *dir, int ret[INIT_N_NS], cm_err *err) {
 }
 
 int init_ctl_root(const char *dir, int *ret_fd, cm_err *err) { return ctl_fetch(dir, 'r', ret_fd, 1, err); }
+
+int init_ctl_nested(const char *dir, int *ret_fd, cm_err *err) { return ctl_fetch(dir, 'u', ret_fd, 1, err); }
 
 int init_ctl_io(const char *dir, uint64_t *ret_read, uint64_t *ret_write) {
         int fd = ctl_connect(dir), r;

@@ -412,6 +412,7 @@ typedef struct sb_config {
         int net_sync; /* network: true: namespaces out, go back in
                          (#2, #3); -1: none */
         bool set_ids; /* a stored image's User, for its processes */
+        bool nest_ids; /* rootless: that User through a nested user namespace */
         uid_t run_uid;
         gid_t run_gid;
 } sb_config;
@@ -453,6 +454,8 @@ typedef struct init_spawn_req {
 int init_ctl_fetch(const char *dir, int ret[INIT_N_NS], cm_err *err);
 /* parent: an O_PATH fd of the container's root, from its init. */
 int init_ctl_root(const char *dir, int *ret_fd, cm_err *err);
+/* The nested user namespace of a sandbox with nest_ids ('u'). */
+int init_ctl_nested(const char *dir, int *ret_fd, cm_err *err);
 /* parent: the block I/O of the init and all it reaped; 0 or -errno. */
 int init_ctl_io(const char *dir, uint64_t *ret_read, uint64_t *ret_write);
 /* parent: a listening socket at <dir>/ctl for the init. */
@@ -521,6 +524,11 @@ int userns_map(uid_t outer_uid, gid_t outer_gid, sb_err *e);
  * namespace's root (host BASE) with no host supplementary group. */
 int userns_wait_maps(int fd, sb_err *e);
 int userns_become_root(sb_err *e);
+/* A rootless sandbox's init, after its mounts: into a user namespace nested
+ * in the sandbox's that maps uid:gid onto the sandbox's one id, keeping the
+ * outer one open in sb_outer_userns (for execs that join from outside). */
+int userns_nest(uid_t uid, gid_t gid, sb_err *e);
+extern int sb_outer_userns;
 int net_lo_up(sb_err *e);
 
 /* ---- output capture (pump.c) ------------------------------------------- */
@@ -605,6 +613,7 @@ typedef struct nstate {
         char *image_id; /* a stored image's manifest digest; NULL: none */
         char **exposed; /* its config's ExposedPorts ("8080/tcp"), shown by inspect; NULL: none */
         bool set_ids;   /* its config's User, in the sandbox's ids */
+        bool nest_ids;  /* rootless: that User through a nested user namespace (ns_user.c) */
         uid_t run_uid;
         gid_t run_gid;
         char *dir; /* <state>/containers/<id> */

@@ -330,15 +330,20 @@ static json_t *network_json(const nstate *s, bool kernel) {
 /* ---- the two views ------------------------------------------------------ */
 
 static json_t *view_base(const nstate *s) {
+        char user[32] = "0"; /* the image's User, in the sandbox's ids */
+        if (s->set_ids)
+                (void)snprintf(user, sizeof user, "%u:%u", (unsigned)s->run_uid, (unsigned)s->run_gid);
         return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:b}", "container", s->name, "id", s->id, "runtime", "native",
-                         "state", s->state, "privileged", 0, "user", "0", "userns", s->userns);
+                         "state", s->state, "privileged", 0, "user", user, "userns", s->userns);
 }
 
-/* Host uid of the sandbox's root, from the init's uid_map; -1 unknown. */
+/* Host uid of the sandbox's first id (its root; rootless with an image's
+ * user, that user in its nested namespace), from the init's uid_map as we
+ * read it: relative to ours; -1 unknown. */
 static long long host_uid(pid_t pid) {
         cleanup_free char *map = proc_text(pid, "uid_map");
         long long inside, outside, count;
-        if (!map || sscanf(map, " %lld %lld %lld", &inside, &outside, &count) != 3 || inside != 0)
+        if (!map || sscanf(map, " %lld %lld %lld", &inside, &outside, &count) != 3)
                 return -1;
         return outside;
 }

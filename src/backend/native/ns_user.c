@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,6 +51,42 @@ int userns_map(uid_t outer_uid, gid_t outer_gid, sb_err *e) {
         if (write_file("/proc/self/gid_map", map) < 0)
                 return sb_fail(e, SB_STEP_USERNS, errno, "write gid_map \"0 %u 1\"", (unsigned)outer_gid);
         return 0;
+}
+
+/* ---- rootless: the image's user ------------------------------------------ */
+
+/* A rootless sandbox maps one id, ours, as its root: an image's User
+ * cannot be a second id there.  It can be a namespace of its own, nested
+ * in the sandbox's, whose only id is uid:gid mapped onto that root: from
+ * here on the init and everything it starts are uid:gid, and every file
+ * (all of the one id) looks like theirs, as if the image's files were
+ * chowned to its user.  Nothing on the host changes; capabilities in the
+ * nested namespace reach nothing outside it (the mounts, the network
+ * belong to the outer one, which is why this comes after them). */
+int sb_outer_userns = -1;
+
+int userns_nest(uid_t uid, gid_t gid, sb_err *e) {
+        char map[64];
+        int r = 0;
+
+        sb_outer_userns = open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+        if (sb_outer_userns < 0)
+                return sb_fail(e, SB_STEP_USERNS, errno, "open the sandbox's user namespace");
+        if (unshare(CLONE_NEWUSER) < 0)
+                return sb_fail(e, SB_STEP_USERNS, errno, "unshare a user namespace for the image's user");
+        /* our /proc/self files must be ours to write (see the caller's
+         * note on dumpable) */
+        (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        if (write_file("/proc/self/setgroups", "deny") < 0 && errno != ENOENT)
+                r = sb_fail(e, SB_STEP_USERNS, errno, "deny setgroups (nested)");
+        (void)snprintf(map, sizeof map, "%u 0 1\n", (unsigned)uid);
+        if (r == 0 && write_file("/proc/self/uid_map", map) < 0)
+                r = sb_fail(e, SB_STEP_USERNS, errno, "write uid_map \"%u 0 1\" (nested)", (unsigned)uid);
+        (void)snprintf(map, sizeof map, "%u 0 1\n", (unsigned)gid);
+        if (r == 0 && write_file("/proc/self/gid_map", map) < 0)
+                r = sb_fail(e, SB_STEP_USERNS, errno, "write gid_map \"%u 0 1\" (nested)", (unsigned)gid);
+        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        return r;
 }
 
 /* ---- root: the range ------------------------------------------------------ */

@@ -238,7 +238,7 @@ static pid_t spawn_main(const sb_config *c, int log_w, sb_err *e) {
                         NULL,
                         c->rlimit_fallback ? c->memory_bytes : 0,
                         c->rlimit_fallback ? c->pids : 0,
-                        c->set_ids,
+                        c->set_ids && !c->nest_ids,
                         c->run_uid,
                         c->run_gid};
         pid_t pid = vfork();
@@ -360,6 +360,10 @@ static __attribute__((noreturn)) void contain(const sb_config *c) {
         /* network: true: the server connects our namespace to a user-mode
          * stack before the main process may use it (#2, #3). */
         if (c->net_sync >= 0 && net_handoff(c->net_sync, c->userns, &e) < 0)
+                goto fail;
+        /* Rootless, an image's User: its own namespace, after everything
+         * that needs the sandbox's root (ns_user.c). */
+        if (c->nest_ids && userns_nest(c->run_uid, c->run_gid, &e) < 0)
                 goto fail;
         /* Loaded once, here: the main process inherits it (nothing it does
          * before execve is filtered) and the init keeps it. */

@@ -190,9 +190,9 @@ static json_t *record_json(const nstate *s) {
         if (j && s->exposed)
                 (void)json_object_set_new(j, "exposed_ports", strv_json(s->exposed));
         if (j && s->set_ids)
-                (void)json_object_set_new(
-                        j, "user",
-                        json_pack("{s:I, s:I}", "uid", (json_int_t)s->run_uid, "gid", (json_int_t)s->run_gid));
+                (void)json_object_set_new(j, "user",
+                                          json_pack("{s:I, s:I, s:b}", "uid", (json_int_t)s->run_uid, "gid",
+                                                    (json_int_t)s->run_gid, "nested", s->nest_ids));
         return j;
 }
 
@@ -213,6 +213,7 @@ static int record_parse(const json_t *j, nstate *s) {
                 s->set_ids = true;
                 s->run_uid = (uid_t)json_integer_value(json_object_get(json_object_get(j, "user"), "uid"));
                 s->run_gid = (gid_t)json_integer_value(json_object_get(json_object_get(j, "user"), "gid"));
+                s->nest_ids = json_is_true(json_object_get(json_object_get(j, "user"), "nested"));
         }
         s->workdir = xstrdup(cm_json_str(j, "workdir") ? cm_json_str(j, "workdir") : NATIVE_WORKDIR);
         s->created_at = json_integer_value(json_object_get(j, "created_at"));
