@@ -310,6 +310,13 @@ with tarfile.open(sys.argv[1], 'w') as t:
         assert.equal(lines[7], '1000');
         // a user, not root: no capability left (as for Docker's non-root users)
         assert.deepEqual(lines.slice(8, 10), ['CapPrm:\t0000000000000000', 'CapEff:\t0000000000000000'], out.stdout);
+        // with a network (pasta joins the sandbox's namespaces before the nesting)
+        const net = await call(s, 'run_container', { image: 'mine:1', wait: true, network: true, command: ['id -u; cat /proc/net/route | wc -l'] });
+        if (!net.isError || !/pasta or slirp4netns/.test(net.content[0].text)) {
+          const o = ok(net);
+          assert.equal(o.exitCode, 0, o.stderr);
+          assert.equal(o.stdout.split('\n')[0], '1000', o.stdout);
+        }
         const b = await runIn(s, 'mine:built', ['cat /run-as-root /tmp/run-as-app; id -u']);
         assert.equal(b.stdout, '0\n1000\n1000\n', b.stderr);
         // an exec into a detached one is app too, and what it writes is the server's on the host
