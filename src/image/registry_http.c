@@ -3,6 +3,8 @@
 #include "image/registry_int.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,13 +40,72 @@ bool rg_plain_http_ok(const char *domain) {
         return cm_host_listed(getenv("CONTAINER_MCP_INSECURE_REGISTRIES"), domain);
 }
 
+/* The proxies libcurl may connect to instead of a registry, from the
+ * environment as libcurl reads it: the operator's, so never refused (where
+ * such a proxy then connects is its own rules' business). */
+#define PROXY_ADDRS_MAX 16
+static struct sockaddr_storage proxy_addrs[PROXY_ADDRS_MAX];
+static size_t n_proxy_addrs;
+static pthread_once_t proxy_once = PTHREAD_ONCE_INIT;
+
+static void proxy_resolve(void) {
+        static const char *const vars[] = {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"};
+        for (size_t i = 0; i < ARRAY_SIZE(vars); i++) {
+                const char *v = getenv(vars[i]), *p, *at, *after;
+                struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+                cleanup_free char *host = NULL, *port = NULL;
+                if (!v || !*v)
+                        continue;
+                p = strstr(v, "://") ? strstr(v, "://") + 3 : v;
+                at = strchr(p, '@');
+                if (at && at < p + strcspn(p, "/"))
+                        p = at + 1;
+                if (*p == '[') {
+                        host = xstrndup(p + 1, strcspn(p + 1, "]"));
+                        after = p + 1 + strlen(host) + (p[1 + strlen(host)] == ']');
+                } else {
+                        host = xstrndup(p, strcspn(p, ":/"));
+                        after = p + strlen(host);
+                }
+                /* libcurl's defaults: 443 for an https:// proxy, else 1080 */
+                port = *after == ':' ? xstrndup(after + 1, strcspn(after + 1, "/"))
+                                     : xstrdup(strncmp(v, "https://", 8) == 0 ? "443" : "1080");
+                if (!*host || getaddrinfo(host, port, &hints, &res) != 0)
+                        continue;
+                for (struct addrinfo *r = res; r && n_proxy_addrs < PROXY_ADDRS_MAX; r = r->ai_next)
+                        if (r->ai_addrlen <= sizeof proxy_addrs[0])
+                                memcpy(&proxy_addrs[n_proxy_addrs++], r->ai_addr, r->ai_addrlen);
+                freeaddrinfo(res);
+        }
+}
+
+/* The address and the port of one of those proxies. */
+static bool is_proxy(const struct sockaddr *sa) {
+        (void)pthread_once(&proxy_once, proxy_resolve);
+        for (size_t i = 0; i < n_proxy_addrs; i++) {
+                const struct sockaddr *p = (const struct sockaddr *)&proxy_addrs[i];
+                const struct sockaddr_in *p4 = (const void *)p, *s4 = (const void *)sa;
+                const struct sockaddr_in6 *p6 = (const void *)p, *s6 = (const void *)sa;
+                if (p->sa_family != sa->sa_family)
+                        continue;
+                if (sa->sa_family == AF_INET && p4->sin_addr.s_addr == s4->sin_addr.s_addr &&
+                    p4->sin_port == s4->sin_port)
+                        return true;
+                if (sa->sa_family == AF_INET6 && memcmp(&p6->sin6_addr, &s6->sin6_addr, sizeof p6->sin6_addr) == 0 &&
+                    p6->sin6_port == s6->sin6_port)
+                        return true;
+        }
+        return false;
+}
+
 /* Every socket of an agent's pull: none to a local address unless the
- * operator named the registry (the first address of a name is checked, and
- * libcurl tries the next one the same way). */
+ * operator named the registry or it is the operator's proxy (the first
+ * address of a name is checked, and libcurl tries the next one the same
+ * way). */
 static curl_socket_t open_guarded(void *arg, curlsocktype purpose, struct curl_sockaddr *a) {
         rg_conn *c = arg;
         (void)purpose;
-        if (cm_sockaddr_local(&a->addr)) {
+        if (cm_sockaddr_local(&a->addr) && !is_proxy(&a->addr)) {
                 char ip[INET6_ADDRSTRLEN] = "?";
                 const void *raw = a->family == AF_INET6
                                           ? (const void *)&((struct sockaddr_in6 *)(void *)&a->addr)->sin6_addr

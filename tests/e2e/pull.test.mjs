@@ -413,6 +413,18 @@ describe('pull on the native runtime', T, () => {
       assert.equal(conns(8443), 0, 'a connection reached 127.0.0.1:8443');
       assert.equal(conns(8080), 0, 'a connection reached 127.0.0.1:8080');
 
+      // The operator's proxy at a local address is not refused: the pull
+      // tunnels through it (its blob redirect, plain http without a proxy,
+      // is still refused).
+      s = await stdioClient({ args: ['serve'], env: { ...ENV, ...env, HTTPS_PROXY: 'http://127.0.0.1:3128' }, wrap });
+      try {
+        refused(await call(s, 'pull_image', { image: 'public-registry.test:8443/redir' }), /local address 127\.0\.0\.1/);
+      } finally {
+        await s.close();
+      }
+      assert.ok(out.includes('proxy public-registry.test:8443'), `the pull did not go through the proxy: ${out}`);
+      assert.equal(conns(8080), 0, 'a connection reached 127.0.0.1:8080');
+
       // The same with the registry named by the operator: the redirect is
       // followed (what the guard stopped above), and the operator's own
       // command line is not guarded.

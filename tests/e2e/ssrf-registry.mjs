@@ -4,10 +4,12 @@
 // serves https on PUBLIC_IP:8443 (the certificate KEY/CERT), and listens on
 // 127.0.0.1:8080 and 127.0.0.1:8443 where nothing should arrive: every
 // connection there is printed as "conn PORT".  Prints "ready" when all three
-// listen.  Repositories on the https side:
+// listen, and an HTTP CONNECT proxy on 127.0.0.1:3128 that prints
+// "proxy HOST:PORT" for each tunnel it opens.  Repositories on the https side:
 //   redir  a manifest whose blobs redirect to http://127.0.0.1:8080/blob
 //   realm  a 401 whose Bearer realm is http://127.0.0.1:8080/token
 import fs from 'node:fs';
+import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 
@@ -33,7 +35,21 @@ const server = https.createServer({ key: fs.readFileSync(key), cert: fs.readFile
 });
 
 let up = 0;
-const ready = () => ++up === 3 && console.log('ready');
+const ready = () => ++up === 4 && console.log('ready');
+const proxy = http.createServer((req, res) => res.writeHead(405).end());
+proxy.on('connect', (req, client, head) => {
+  console.log(`proxy ${req.url}`);
+  const [host, port] = req.url.split(':');
+  const up = net.connect(Number(port), host, () => {
+    client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length) up.write(head);
+    up.pipe(client);
+    client.pipe(up);
+  });
+  up.on('error', () => client.destroy());
+  client.on('error', () => up.destroy());
+});
+proxy.listen(3128, '127.0.0.1', ready);
 for (const port of [8080, 8443]) {
   net.createServer((sock) => {
     console.log(`conn ${port}`);
