@@ -1346,7 +1346,7 @@ out:
         for (size_t i = 0; i < b.n_st; i++)
                 stage_clear(&b.st[i]);
         for (size_t i = 0; i < b.n_holds; i++)
-                (void)close(b.holds[i]);
+                native_image_release(b.n, b.held[i], b.holds[i]);
         json_decref(b.meta);
         df_file_clear(&b.df);
         cm_dockerignore_free(b.ign);

@@ -646,8 +646,9 @@ int native_run_wait(cm_backend *b, const cm_run_spec *spec, const cm_cancel *can
         if (native_image_is_stored(spec->image) && native_image_resolve(n, spec->image, &im, &ignored) == 0)
                 hold = native_image_hold(n, im.e.manifest);
         r = run_wait(n, spec, im.e.manifest ? &im : NULL, cancel, ret, err);
+        if (hold >= 0)
+                native_image_release(n, im.e.manifest, hold);
         native_image_clear(&im);
-        closefd(&hold);
         return r;
 }
 

@@ -57,13 +57,47 @@ static char *hold_path(img_store *s, const char *manifest) {
         return xasprintf("%s/inuse/%s.lock", img_store_dir(s), manifest + 7);
 }
 
+/* Our own holds, counted: what this process holds is known without the
+ * lock file (see held()). */
+struct native_hold {
+        char manifest[72];
+        unsigned count;
+};
+
+static void count_hold(native *n, const char *manifest, int delta) {
+        (void)pthread_mutex_lock(&n->hold_lock);
+        size_t i = 0;
+        while (i < n->n_holds && strcmp(n->holds[i].manifest, manifest) != 0)
+                i++;
+        if (i == n->n_holds && delta > 0) {
+                n->holds = xrealloc(n->holds, (n->n_holds + 1) * sizeof *n->holds);
+                (void)snprintf(n->holds[i].manifest, sizeof n->holds[i].manifest, "%s", manifest);
+                n->holds[n->n_holds++].count = 0;
+        }
+        if (i < n->n_holds) {
+                n->holds[i].count += (unsigned)delta;
+                if (n->holds[i].count == 0)
+                        n->holds[i] = n->holds[--n->n_holds];
+        }
+        (void)pthread_mutex_unlock(&n->hold_lock);
+}
+
+static bool held_here(native *n, const char *manifest) {
+        bool r = false;
+        (void)pthread_mutex_lock(&n->hold_lock);
+        for (size_t i = 0; i < n->n_holds && !r; i++)
+                r = strcmp(n->holds[i].manifest, manifest) == 0;
+        (void)pthread_mutex_unlock(&n->hold_lock);
+        return r;
+}
+
 int native_image_hold(native *n, const char *manifest) {
         img_store *s;
         cm_err err = CM_ERR_INIT;
         cleanup_free char *dir = NULL, *path = NULL;
         int fd;
 
-        if (native_store(n, &s, &err) < 0)
+        if (native_store(n, &s, &err) < 0 || strlen(manifest) >= sizeof((struct native_hold){0}.manifest))
                 return -1;
         dir = xasprintf("%s/inuse", img_store_dir(s));
         (void)mkdir(dir, 0700);
@@ -73,20 +107,48 @@ int native_image_hold(native *n, const char *manifest) {
                 (void)close(fd);
                 return -1;
         }
+        if (fd >= 0)
+                count_hold(n, manifest, +1);
         return fd;
 }
 
+void native_image_release(native *n, const char *manifest, int fd) {
+        if (fd < 0)
+                return;
+        count_hold(n, manifest, -1);
+        (void)close(fd);
+}
+
+/* Whether a run or build holds the image: ours by the count; another
+ * server's by its shared flock.  A process we clone (a sandbox being made,
+ * for the pool maybe) has a copy of every fd we had until its first steps
+ * close them, so a hold of ours that just ended can still show in the lock
+ * for a moment under load: the lock is asked again for up to ~250 ms
+ * before it counts (a hold of another server lasts its whole run). */
 static bool held(native *n, const char *manifest) {
         img_store *s;
         cm_err err = CM_ERR_INIT;
         cleanup_free char *path = NULL;
         cleanup_close int fd = -1;
 
+        if (held_here(n, manifest))
+                return true;
         if (native_store(n, &s, &err) < 0)
                 return false;
         path = hold_path(s, manifest);
-        fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-        return fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+        if ((fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                return false;
+        for (unsigned ms = 2;; ms *= 2) {
+                if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+                        (void)flock(fd, LOCK_UN);
+                        return false;
+                }
+                if (errno != EWOULDBLOCK)
+                        return false;
+                if (ms > 128)
+                        return true;
+                (void)usleep(ms * 1000);
+        }
 }
 
 static bool in_use(void *arg, const char *manifest, char **ret_container) {

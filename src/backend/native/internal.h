@@ -306,6 +306,9 @@ typedef struct native {
         char *srv_tag;     /* srv-<pid>-<start>: cgroups of our run_waits */
         struct native_pool *pool;
         bool pool_tried; /* pool_start ran (under lock) */
+        pthread_mutex_t hold_lock; /* the images our runs and builds hold (images.c) */
+        struct native_hold *holds;
+        size_t n_holds;
         pthread_mutex_t zyg_lock;  /* the warm processes (zygote.c) */
         struct zygote *zygotes;
         img_store *store; /* images.c: opened on first use, under lock */
@@ -351,8 +354,9 @@ img_owner native_image_owner(const native *n);
 int native_store(native *n, img_store **ret, cm_err *err);
 int native_image_resolve(native *n, const char *ref, native_image *ret, cm_err *err);
 /* A run to completion of a stored image holds it (a shared flock) until it
- * ends, so removal sees it in use: the fd to close, or -1. */
+ * ends, so removal sees it in use: the fd for native_image_release, or -1. */
 int native_image_hold(native *n, const char *manifest);
+void native_image_release(native *n, const char *manifest, int fd);
 void native_image_clear(native_image *im);
 /* The image config's User ("name", "uid", "uid:gid", "name:group") as ids,
  * names looked up in the image's own /etc/passwd and /etc/group. */

@@ -372,6 +372,8 @@ static void native_free(cm_backend *b) {
         pool_stop(n);
         zygote_drop(n, NULL);
         (void)pthread_mutex_destroy(&n->zyg_lock);
+        (void)pthread_mutex_destroy(&n->hold_lock);
+        free(n->holds);
         if (n->lifeline_r >= 0)
                 (void)close(n->lifeline_r);
         if (n->lifeline_w >= 0)
@@ -450,6 +452,7 @@ cm_backend *cm_native_open(void) {
         n->adopt_orphans = orphans && strcmp(orphans, "adopt") == 0;
         (void)pthread_mutex_init(&n->lock, NULL);
         (void)pthread_mutex_init(&n->zyg_lock, NULL);
+        (void)pthread_mutex_init(&n->hold_lock, NULL);
         /* Each init holds the read end; only we hold the write end, so our
          * death, however it comes, is EOF there. */
         if (pipe2(p, O_CLOEXEC) == 0) {
