@@ -418,6 +418,60 @@ describe('an engine killed mid-call', () => {
   });
 });
 
+// Podman now and then answers a DELETE of a container that just stopped
+// with HTTP 500 "unlinkat .../userdata/shm: device or resource busy" (its
+// cleanup process still at the mount; CI7, CI11).  An engine made for the
+// test answers so twice: the removal is asked again and succeeds; a third
+// kind of 500 is not retried.
+describe('an engine busy removing a container', () => {
+  test('remove_container asks again while the engine says device or resource busy, and only then', T, async () => {
+    const dir = tmpDir('cmcp-fake-busy-');
+    const sock = path.join(dir, 'fake.sock');
+    const script = `
+      const http = require('http');
+      const j = (res, v) => res.end(JSON.stringify(v));
+      let busy = 2;
+      http.createServer((req, res) => {
+        const u = req.url;
+        if (u.endsWith('/version')) return j(res, { Version: '99', ApiVersion: '1.41' });
+        if (u.endsWith('/_ping')) return res.end('OK');
+        if (u.endsWith('/info')) return j(res, { SecurityOptions: ['name=userns'] });
+        if (u.includes('/containers/') && u.endsWith('/json')) {
+          const name = u.includes('/other/') ? 'other' : 'busy';
+          return j(res, { Id: name, Name: '/' + name, Config: { Image: 'x', Labels: { 'dev.container-mcp.managed': 'true' } },
+            State: { Status: 'exited' } });
+        }
+        if (req.method === 'DELETE') {
+          process.stdout.write('delete ' + u.split('?')[0] + '\\n');
+          res.statusCode = 500;
+          if (u.includes('/other')) return j(res, { message: 'something else broke' });
+          if (busy-- > 0) return j(res, { message: 'removing container: unlinkat /x/userdata/shm: device or resource busy' });
+          res.statusCode = 204;
+          return res.end();
+        }
+        res.statusCode = 404; j(res, { message: 'no' });
+      }).listen(${JSON.stringify(sock)}, () => process.stdout.write('ready\\n'));`;
+    const fake = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    fake.stdout.on('data', (d) => { out += d; });
+    try {
+      await eventually(() => /ready/.test(out), 10000, 'the fake engine');
+      const s = await open(sock, { CONTAINER_MCP_ALLOW_UNMANAGED: '1', CONTAINER_MCP_SHARE_CONTAINERS: '1' });
+      try {
+        ok(await call(s, 'remove_container', { container: 'busy', force: true }));
+        assert.equal(out.split('\n').filter((l) => l === 'delete /v1.41/containers/busy').length, 3, out);
+        refused(await call(s, 'remove_container', { container: 'other', force: true }), /something else broke/);
+        assert.equal(out.split('\n').filter((l) => l === 'delete /v1.41/containers/other').length, 1, out);
+      } finally {
+        await s.close().finally(() => s.kill());
+      }
+    } finally {
+      fake.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 // A hostile engine's archive (the real ones build theirs from the file
 // system and cannot name `..`): entries that leave the destination, by
 // `..` or through a symlink the archive made, are refused and nothing is
