@@ -418,6 +418,34 @@ describe('an engine killed mid-call', () => {
   });
 });
 
+// An engine made for a test, on a unix socket: /version, /_ping and /info
+// answered as a namespaced engine's, then `routes` (source run with req,
+// res, u = req.url and j(res, value) in scope; a 404 when it returns
+// nothing).  `output()` is what it printed.
+async function fakeEngine(sock, routes) {
+  const script = `
+    const http = require('http'), fs = require('fs');
+    const j = (res, v) => res.end(JSON.stringify(v));
+    http.createServer((req, res) => {
+      const u = req.url;
+      if (u.endsWith('/version')) return j(res, { Version: '99', ApiVersion: '1.41' });
+      if (u.endsWith('/_ping')) return res.end('OK');
+      if (u.endsWith('/info')) return j(res, { SecurityOptions: ['name=userns'] });
+      ${routes}
+      res.statusCode = 404; j(res, { message: 'no' });
+    }).listen(${JSON.stringify(sock)}, () => process.stdout.write('ready\\n'));`;
+  const proc = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  proc.stdout.on('data', (d) => { out += d; });
+  try {
+    await eventually(() => /ready/.test(out), 10000, 'the fake engine');
+  } catch (e) {
+    proc.kill('SIGKILL');
+    throw e;
+  }
+  return { kill: () => proc.kill('SIGKILL'), output: () => out };
+}
+
 // Podman now and then answers a DELETE of a container that just stopped
 // with HTTP 500 "unlinkat .../userdata/shm: device or resource busy" (its
 // cleanup process still at the mount; CI7, CI11).  An engine made for the
@@ -427,46 +455,34 @@ describe('an engine busy removing a container', () => {
   test('remove_container asks again while the engine says device or resource busy, and only then', T, async () => {
     const dir = tmpDir('cmcp-fake-busy-');
     const sock = path.join(dir, 'fake.sock');
-    const script = `
-      const http = require('http');
-      const j = (res, v) => res.end(JSON.stringify(v));
-      let busy = 2;
-      http.createServer((req, res) => {
-        const u = req.url;
-        if (u.endsWith('/version')) return j(res, { Version: '99', ApiVersion: '1.41' });
-        if (u.endsWith('/_ping')) return res.end('OK');
-        if (u.endsWith('/info')) return j(res, { SecurityOptions: ['name=userns'] });
-        if (u.includes('/containers/') && u.endsWith('/json')) {
-          const name = u.includes('/other/') ? 'other' : 'busy';
-          return j(res, { Id: name, Name: '/' + name, Config: { Image: 'x', Labels: { 'dev.container-mcp.managed': 'true' } },
-            State: { Status: 'exited' } });
-        }
-        if (req.method === 'DELETE') {
-          process.stdout.write('delete ' + u.split('?')[0] + '\\n');
-          res.statusCode = 500;
-          if (u.includes('/other')) return j(res, { message: 'something else broke' });
-          if (busy-- > 0) return j(res, { message: 'removing container: unlinkat /x/userdata/shm: device or resource busy' });
-          res.statusCode = 204;
-          return res.end();
-        }
-        res.statusCode = 404; j(res, { message: 'no' });
-      }).listen(${JSON.stringify(sock)}, () => process.stdout.write('ready\\n'));`;
-    const fake = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    fake.stdout.on('data', (d) => { out += d; });
+    const fake = await fakeEngine(sock, `
+      globalThis.busy ??= 2;
+      if (u.includes('/containers/') && u.endsWith('/json')) {
+        const name = u.includes('/other/') ? 'other' : 'busy';
+        return j(res, { Id: name, Name: '/' + name, Config: { Image: 'x', Labels: { 'dev.container-mcp.managed': 'true' } },
+          State: { Status: 'exited' } });
+      }
+      if (req.method === 'DELETE') {
+        process.stdout.write('delete ' + u.split('?')[0] + '\\n');
+        res.statusCode = 500;
+        if (u.includes('/other')) return j(res, { message: 'something else broke' });
+        if (globalThis.busy-- > 0) return j(res, { message: 'removing container: unlinkat /x/userdata/shm: device or resource busy' });
+        res.statusCode = 204;
+        return res.end();
+      }`);
+    const deletes = (what) => fake.output().split('\n').filter((l) => l === `delete /v1.41/containers/${what}`).length;
     try {
-      await eventually(() => /ready/.test(out), 10000, 'the fake engine');
       const s = await open(sock, { CONTAINER_MCP_ALLOW_UNMANAGED: '1', CONTAINER_MCP_SHARE_CONTAINERS: '1' });
       try {
         ok(await call(s, 'remove_container', { container: 'busy', force: true }));
-        assert.equal(out.split('\n').filter((l) => l === 'delete /v1.41/containers/busy').length, 3, out);
+        assert.equal(deletes('busy'), 3, fake.output());
         refused(await call(s, 'remove_container', { container: 'other', force: true }), /something else broke/);
-        assert.equal(out.split('\n').filter((l) => l === 'delete /v1.41/containers/other').length, 1, out);
+        assert.equal(deletes('other'), 1, fake.output());
       } finally {
         await s.close().finally(() => s.kill());
       }
     } finally {
-      fake.kill('SIGKILL');
+      fake.kill();
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
@@ -509,24 +525,11 @@ describe('tar-slip from an engine', () => {
       const outsideFile = path.join(outside, 'escaped.txt');
       const tar = Buffer.concat([...entries(), Buffer.alloc(1024)]);
       fs.writeFileSync(path.join(dir, 'evil.tar'), tar);
-      const script = `
-        const http = require('http'), fs = require('fs');
-        const j = (res, v) => res.end(JSON.stringify(v));
-        http.createServer((req, res) => {
-          const u = req.url;
-          if (u.endsWith('/version')) return j(res, { Version: '99', ApiVersion: '1.41' });
-          if (u.endsWith('/_ping')) return res.end('OK');
-          if (u.endsWith('/info')) return j(res, { SecurityOptions: ['name=userns'] });
-          if (u.includes('/containers/') && u.endsWith('/json')) return j(res, { Id: 'c0ffee', Name: '/evil', Config: { Image: 'x', Labels: {
-            'dev.container-mcp.managed': 'true' } }, State: { Status: 'running' } });
-          if (u.includes('/archive')) { res.setHeader('content-type', 'application/x-tar'); return res.end(fs.readFileSync(${JSON.stringify(path.join(dir, 'evil.tar'))})); }
-          res.statusCode = 404; j(res, { message: 'no' });
-        }).listen(${JSON.stringify(sock)}, () => process.stdout.write('ready\\n'));`;
-      const fake = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-      let out = '';
-      fake.stdout.on('data', (d) => { out += d; });
+      const fake = await fakeEngine(sock, `
+        if (u.includes('/containers/') && u.endsWith('/json')) return j(res, { Id: 'c0ffee', Name: '/evil', Config: { Image: 'x', Labels: {
+          'dev.container-mcp.managed': 'true' } }, State: { Status: 'running' } });
+        if (u.includes('/archive')) { res.setHeader('content-type', 'application/x-tar'); return res.end(fs.readFileSync(${JSON.stringify(path.join(dir, 'evil.tar'))})); }`);
       try {
-        await eventually(() => /ready/.test(out), 10000, 'the fake engine');
         const s = await open(sock, { CONTAINER_MCP_ALLOW_UNMANAGED: '1', CONTAINER_MCP_SHARE_CONTAINERS: '1' });
         try {
           refused(await call(s, 'copy_files', { container: 'evil', direction: 'from_container', source: '/x', destination: dest }),
@@ -539,7 +542,7 @@ describe('tar-slip from an engine', () => {
         for (const f of [outsideFile, path.join(allowed, 'escaped.txt'), path.join(path.dirname(allowed), 'escaped.txt')])
           assert.equal(fs.existsSync(f), false, `${f} was written outside the destination`);
       } finally {
-        fake.kill('SIGKILL');
+        fake.kill();
         fs.rmSync(dir, { recursive: true, force: true });
         fs.rmSync(dest, { recursive: true, force: true });
       }
