@@ -38,6 +38,7 @@ struct opts {
         double duration;    /* seconds; 0 = until calls are done */
         long clients;
         long warmup;        /* unmeasured calls per client */
+        long gap_ms;        /* idle time before each measured call but the first */
         long idle_ms;       /* idle time before reading the idle RSS */
         pid_t pid;          /* http: server pid for RSS and CPU figures */
         const char *text;
@@ -336,6 +337,8 @@ static void client_measure(struct client *c, uint64_t deadline)
         for (long i = 0; !c->o->calls || i < c->o->calls; i++) {
                 if (c->o->duration > 0 && now_ns() >= deadline)
                         break;
+                if (i > 0 && c->o->gap_ms > 0)
+                        sleep_ms(c->o->gap_ms);
                 if (client_call(c, true) == -2) {
                         tally_error(&c->t, ERR_IO, c->err);
                         break;
@@ -627,6 +630,8 @@ static void usage(FILE *f)
               "  -c, --clients C    http: concurrent clients, one connection and\n"
               "                     session each (default 4)\n"
               "  -w, --warmup N     unmeasured calls per client first (default 1000)\n"
+              "  -g, --gap-ms MS    idle time before each measured call (an agent's\n"
+              "                     time between calls; default 0: back to back)\n"
               "  -p, --pid PID      http: server pid, for RSS and CPU figures\n"
               "  --token TOKEN      http: send \"Authorization: Bearer TOKEN\"\n"
               "  -i, --idle-ms MS   idle time after initialize before reading RSS\n"
@@ -680,6 +685,7 @@ static void parse_option(struct opts *o, struct json_opts *j, int opt, const cha
         case 'd': o->duration = parse_seconds(arg); break;
         case 'c': o->clients = parse_long(arg, "--clients", 1); break;
         case 'w': o->warmup = parse_long(arg, "--warmup", 0); break;
+        case 'g': o->gap_ms = parse_long(arg, "--gap-ms", 0); break;
         case 'p': o->pid = (pid_t)parse_long(arg, "--pid", 1); break;
         case 'i': o->idle_ms = parse_long(arg, "--idle-ms", 0); break;
         case 't': o->text = arg; break;
@@ -704,6 +710,7 @@ static void parse_args(int argc, char **argv, struct opts *o, struct json_opts *
                 { "duration", required_argument, NULL, 'd' },
                 { "clients", required_argument, NULL, 'c' },
                 { "warmup", required_argument, NULL, 'w' },
+                { "gap-ms", required_argument, NULL, 'g' },
                 { "pid", required_argument, NULL, 'p' },
                 { "idle-ms", required_argument, NULL, 'i' },
                 { "text", required_argument, NULL, 't' },
@@ -728,7 +735,7 @@ static void parse_args(int argc, char **argv, struct opts *o, struct json_opts *
         *o = (struct opts){ .mode = parse_mode(argv[1]), .clients = 4, .warmup = 1000,
                             .idle_ms = 300, .text = "hello", .tool = "echo" };
         *j = (struct json_opts){ 0 };
-        while ((opt = getopt_long(argc - 1, argv + 1, "+n:d:c:w:p:i:t:T:a:e:kh", longopts, NULL)) != -1)
+        while ((opt = getopt_long(argc - 1, argv + 1, "+n:d:c:w:g:p:i:t:T:a:e:kh", longopts, NULL)) != -1)
                 parse_option(o, j, opt, optarg);
         argc -= optind + 1;
         argv += optind + 1;

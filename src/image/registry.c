@@ -49,10 +49,11 @@ static int get_manifest(rg_conn *c, const char *reference, const char *want, int
                                   c->base, reference, c->repo);
         if (ret->status == 400 && strncmp(c->base, "http://", 7) == 0 && ret->body && strstr(ret->body, "HTTPS server"))
                 return cm_err_set(err, EPROTO,
-                                  "the registry %s speaks TLS: put its CA certificate in "
+                                  "the registry %s speaks TLS, and https failed (%s): put its CA certificate in "
                                   "/etc/containers/certs.d/%s/ca.crt (or a directory CONTAINER_MCP_REGISTRY_CERTS_D "
-                                  "names); with that entry it is asked over https",
-                                  c->base, c->base + 7);
+                                  "names), and NAME.cert with NAME.key there if it asks for a client certificate; "
+                                  "with that entry it is asked over https",
+                                  c->base, c->probe_err[0] ? c->probe_err : "not tried", c->base + 7);
         if (ret->status != 200)
                 return cm_err_set(err, EIO, "the registry %s answered HTTP %ld for the manifest of %s: %.200s", c->base,
                                   ret->status, c->name, ret->body ? ret->body : "");
@@ -197,7 +198,7 @@ static char **endpoints(const cm_image_ref *ref) {
                 v[n++] = xstrdup(HUB_API);
         } else {
                 v = xrealloc(v, 2 * sizeof *v);
-                v[n++] = xasprintf("%s://%s", rg_plain_http_ok(ref->domain) ? "http" : "https", ref->domain);
+                v[n++] = xasprintf("https://%s", ref->domain); /* or http: rg_choose_scheme */
         }
         v[n] = NULL;
         return v;
@@ -283,6 +284,8 @@ int cm_registry_fetch(const cm_image_ref *ref, const cm_registry_opts *o, const 
                 c.guard_local = o && o->local_ok && !mirror && !cm_host_listed(o->local_ok, c.host) &&
                                 !cm_host_listed(o->local_ok, strstr(eps[i], "://") + 3);
                 r = rg_certs_load(&c, err);
+                if (r == 0 && !mirror && strcmp(ref->domain, HUB) != 0 && rg_insecure(ref->domain))
+                        r = rg_choose_scheme(&c, ref->domain, err);
                 if (r == 0)
                         r = fetch_from(&c, ref, o, dir_fd, blobs_fd, progress, ret_digest, err);
                 rg_conn_free(&c);

@@ -275,7 +275,7 @@ static bool realm_ok(const char *realm) {
                 return true;
         if (strncmp(realm, "http://", 7) == 0) {
                 cleanup_free char *domain = xstrndup(realm + 7, strcspn(realm + 7, "/?#"));
-                return *domain && rg_plain_http_ok(domain);
+                return *domain && rg_insecure(domain);
         }
         return false;
 }
@@ -310,7 +310,17 @@ static int get_token(rg_conn *c, const char *challenge, cm_err *err) {
                        .basic = have > 0,
                        .user = c->user,
                        .pass = c->pass,
-                       .guard_local = c->guard_local};
+                       .guard_local = c->guard_local,
+                       /* the registry's CAs; its client certificate and
+                          an insecure registry's unchecked TLS only on its
+                          own host */
+                       .ca_blob = c->ca_blob,
+                       .ca_len = c->ca_len,
+                       .tls_unverified = c->tls_unverified && rg_same_host(realm, c->base)};
+        if (c->client_cert && rg_same_host(realm, c->base)) {
+                tc.client_cert = c->client_cert;
+                tc.client_key = c->client_key;
+        }
         if (rg_get_url(&tc, url, "application/json", 1 << 20, &resp, "a token", err) < 0) {
                 rg_resp_free(&resp);
                 return -1;

@@ -28,7 +28,60 @@ void rg_conn_free(rg_conn *c) {
         memset(c, 0, sizeof *c);
 }
 
-bool rg_plain_http_ok(const char *domain) {
+/* "host:port" of a URL: after "://" up to the path. */
+static size_t authority(const char *url, const char **ret) {
+        const char *p = strstr(url, "://");
+        *ret = p ? p + 3 : url;
+        return strcspn(*ret, "/?#");
+}
+
+bool rg_same_host(const char *url_a, const char *url_b) {
+        const char *a, *b;
+        size_t la = authority(url_a, &a), lb = authority(url_b, &b);
+        return la > 0 && la == lb && strncasecmp(a, b, la) == 0;
+}
+
+static size_t discard(char *p, size_t sz, size_t n, void *arg) {
+        (void)p, (void)arg;
+        return sz * n;
+}
+
+int rg_choose_scheme(rg_conn *c, const char *domain, cm_err *err) {
+        cleanup_free char *url = xasprintf("https://%s/v2/", domain);
+        unsigned connect = c->o && c->o->connect_timeout_s ? c->o->connect_timeout_s : 15;
+        struct curl_slist *hdrs = NULL;
+        CURLcode rc;
+        CURL *h;
+
+        free(c->base);
+        c->base = xasprintf("https://%s", domain);
+        c->tls_unverified = true;
+        c->probe_err[0] = 0;
+        if (!(h = curl_easy_init()))
+                return cm_err_set(err, ENOMEM, "libcurl failed to initialise");
+        rg_easy_setup(c, h, url, &hdrs);
+        /* A plain http server answers a TLS hello at once (400); one that
+         * waits for more must not hold the pull for the usual timeouts. */
+        (void)curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)(connect < 5 ? connect : 5));
+        (void)curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+        (void)curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+        (void)curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+        rc = curl_easy_perform(h);
+        curl_easy_cleanup(h);
+        curl_slist_free_all(hdrs);
+        if (rc == CURLE_ABORTED_BY_CALLBACK)
+                return cm_err_set(err, ECANCELED, "cancelled while asking %s whether it speaks https", domain);
+        if (rc == CURLE_OK) /* any answer over TLS: https it is */
+                return 0;
+        (void)snprintf(c->probe_err, sizeof c->probe_err, "%s", curl_easy_strerror(rc));
+        free(c->base);
+        c->base = xasprintf("http://%s", domain);
+        c->tls_unverified = false;
+        c->refused[0] = 0; /* the http requests say it again if so */
+        return 0;
+}
+
+bool rg_insecure(const char *domain) {
         cleanup_free char *host = cm_host_of(domain), *certs = rg_certs_dir(domain);
         struct in_addr a4;
         if (certs) /* the operator gave it certificates: it speaks TLS */
@@ -126,6 +179,7 @@ static int on_xfer(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_
 void rg_easy_setup(rg_conn *c, CURL *h, const char *url, struct curl_slist **hdrs) {
         unsigned connect = c->o && c->o->connect_timeout_s ? c->o->connect_timeout_s : 15;
         unsigned stall = c->o && c->o->stall_timeout_s ? c->o->stall_timeout_s : 30;
+        bool unverified;
         (void)curl_easy_setopt(h, CURLOPT_URL, url);
         (void)curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         (void)curl_easy_setopt(h, CURLOPT_USERAGENT, "container-mcp");
@@ -136,8 +190,12 @@ void rg_easy_setup(rg_conn *c, CURL *h, const char *url, struct curl_slist **hdr
         (void)curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
         (void)curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
         (void)curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-        (void)curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-        (void)curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+        /* An insecure registry's own host only: a token realm elsewhere
+         * (credentials go there) is checked as usual.  A redirect keeps
+         * the handle's options; what comes back is checked by its digest. */
+        unverified = c->tls_unverified && rg_same_host(url, c->base);
+        (void)curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, unverified ? 0L : 1L);
+        (void)curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, unverified ? 0L : 2L);
         if (c->ca_blob) {
                 struct curl_blob cas = {.data = c->ca_blob, .len = c->ca_len, .flags = CURL_BLOB_NOCOPY};
                 (void)curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &cas);
@@ -218,7 +276,7 @@ int rg_transport_error(rg_conn *c, CURLcode rc, long os_errno, const char *what,
                                   "TLS with the registry %s failed (%s); if it is a registry of your own, put its CA "
                                   "certificate in /etc/containers/certs.d/%s/ca.crt (or a directory "
                                   "CONTAINER_MCP_REGISTRY_CERTS_D names), or add its host to "
-                                  "CONTAINER_MCP_INSECURE_REGISTRIES for plain http",
+                                  "CONTAINER_MCP_INSECURE_REGISTRIES (https without certificate checks)",
                                   c->base, curl_easy_strerror(rc), base_host(c->base));
         case CURLE_SSL_CACERT_BADFILE:
                 return cm_err_set(err, EINVAL, "the CA certificates of %s cannot be used (%s): each *.crt must be PEM",

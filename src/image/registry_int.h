@@ -52,11 +52,13 @@ typedef struct rg_conn {
         char *bearer; /* "Authorization: Bearer …" once a token was obtained */
         bool basic;   /* send user/pass as Basic */
         char *user, *pass, *cred_source;
-        char *certs_dir;                /* this registry's certs.d entry, or NULL */
-        char *ca_blob;                  /* the system's CAs and certs.d's *.crt (PEM), or NULL */
+        char *certs_dir; /* this registry's certs.d entry, or NULL */
+        char *ca_blob;   /* the system's CAs and certs.d's *.crt (PEM), or NULL */
         size_t ca_len;
         char *client_cert, *client_key; /* certs.d's first NAME.cert and NAME.key */
         bool guard_local;               /* refuse connections to local addresses (opts' local_ok) */
+        bool tls_unverified;            /* an insecure registry over https: no certificate checks for base's host */
+        char probe_err[160];            /* why https did not work when http was chosen (rg_choose_scheme) */
         char refused[160];              /* the connection the guard refused, for the message */
 } rg_conn;
 
@@ -87,8 +89,17 @@ int rg_get_url(rg_conn *c, const char *url, const char *accept, size_t cap, rg_r
 int rg_get(rg_conn *c, const char *path, const char *accept, size_t cap, rg_resp *ret, cm_err *err);
 /* A curl failure as a sentence about `what`. */
 int rg_transport_error(rg_conn *c, CURLcode rc, long os_errno, const char *what, cm_err *err);
-/* http:// is for loopback and CONTAINER_MCP_INSECURE_REGISTRIES only. */
-bool rg_plain_http_ok(const char *domain);
+/* Insecure registries (loopback and CONTAINER_MCP_INSECURE_REGISTRIES,
+ * without a certs.d entry): https without certificate checks, else plain
+ * http. */
+bool rg_insecure(const char *domain);
+/* For such a registry, as Docker and Podman do: ask https://DOMAIN/v2/
+ * with tls_unverified; any HTTP answer keeps https, a failure to speak it
+ * makes c->base http://DOMAIN (probe_err says why).  -1 only when
+ * cancelled. */
+int rg_choose_scheme(rg_conn *c, const char *domain, cm_err *err);
+/* Whether two URLs name the same scheme-less authority (host:port). */
+bool rg_same_host(const char *url_a, const char *url_b);
 
 /* registry_auth.c: answer a 401's WWW-Authenticate. */
 int rg_authenticate(rg_conn *c, const char *challenge, cm_err *err);

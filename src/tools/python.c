@@ -15,18 +15,32 @@
  * timeout it then waits for the exec's own timeout to kill its whole tree.
  *
  * The zygote (python3 -c ZYGOTE, its stdin the request socket of
- * backend/native/zygote.c): imports what both need once, says 'z', then
- * per request (workdir, LIMIT, CAP, TIMEOUT; fds stdin, stdout, stderr,
- * call socket) chdirs, makes the memfds and forks: the child becomes a
- * session leader, a child subreaper (so the call's whole tree stays below
- * it) and dies with the zygote (PR_SET_PDEATHSIG), closes every fd but its
- * memfds, reads the code and runs run().  The zygote reaps it, writes
- * report() on the call's stdout and the exit code on the call socket.  At
- * TIMEOUT, on 'k' or when the server hangs up, it kills the call's tree the
- * way backend/native/tree.c does (stop the child; SIGKILL everything below
- * it, again until only zombies are left; then the child).  It never runs
- * the code itself, so nothing a call changes in its interpreter (sys,
- * modules, globals) reaches the next one: each starts from the fork.
+ * backend/native/zygote.c): imports what both need once and keeps one
+ * child forked ahead, the spare, which becomes a session leader, a child
+ * subreaper (so the call's whole tree stays below it) and dies with the
+ * zygote (PR_SET_PDEATHSIG), closes every fd but its memfds and its socket,
+ * puts its stdio on the memfds and runs a little code of its own, then
+ * waits.  Per request (workdir, LIMIT, CAP, TIMEOUT; fds stdin, stdout,
+ * stderr, call socket) the zygote checks that it can chdir there and hands
+ * the spare the workdir, LIMIT, CAP and the stdin memfd (a spare found
+ * dead is replaced once, else 'f'); the spare chdirs, reads the code and
+ * runs run().  The zygote reaps it, writes report() on the call's stdout
+ * and the exit code on the call socket, and only then forks the next spare
+ * and runs its own report path on an empty memfd (zwarm): a fork right
+ * after a hand-off would hold the report up by the fork and its page
+ * faults.  At TIMEOUT, on 'k' or when the server hangs up, it kills the
+ * call's tree the way backend/native/tree.c does (stop the child; SIGKILL
+ * everything below it, again until only zombies are left; then the child).
+ * It never runs the code itself, so nothing a call changes in its
+ * interpreter (sys, modules, globals) reaches the next one: each starts
+ * from a fork of it, made before the call.
+ * On this VM a page fault is the dearest thing a call does, and every page
+ * a process writes after a fork faults: the spare's own code (warm())
+ * and zwarm() take those faults between calls, so an agent's call, which
+ * comes seconds after the last one, finds both processes' pages their own
+ * (print(1), 50 ms apart: 15 ms before, 5 ms with the spare; back to back
+ * the fork is still on the path).  The spare is a python3 the sandbox's
+ * code can see and kill, like the zygote.
  * Before its hello it warms what every call uses (the compiler, json, the
  * allocator's arenas) with text of its own, then gc.freeze()s: on this VM a
  * page fault is the dearest thing a call does, and a warmed zygote's child
@@ -38,9 +52,10 @@
 
 #define SHARED                                                                                                         \
         "import json,os,signal,sys,traceback\n"                                                                        \
-        "def run(code,lim,cap,fo,fe,fr):\n"                                                                            \
+        "def stdio(fo,fe):\n"                                                                                          \
         " nul=os.open('/dev/null',os.O_RDONLY);os.dup2(nul,0);os.dup2(fo,1);os.dup2(fe,2)\n"                           \
         " os.close(nul);os.close(fo);os.close(fe)\n"                                                                   \
+        "def run(code,lim,cap,fr):\n"                                                                                  \
         " import resource\n"                                                                                           \
         " resource.setrlimit(resource.RLIMIT_AS,(lim,lim))\n"                                                          \
         " g={'__name__':'__main__','__builtins__':__builtins__};d={'ok':True}\n"                                       \
@@ -84,7 +99,7 @@ const char cm_python_wrapper[] =
                "code=sys.stdin.buffer.read().decode('utf-8','surrogateescape')\n"
                "fo,fe,fr=os.memfd_create('output',0),os.memfd_create('error',0),os.memfd_create('result')\n"
                "pid=os.fork()\n"
-               "if pid==0:run(code,lim,cap,fo,fe,fr)\n"
+               "if pid==0:stdio(fo,fe);run(code,lim,cap,fr)\n"
                "late=[]\n"
                "def alarm(*a):\n"
                " late.append(1)\n"
@@ -143,40 +158,65 @@ const char cm_python_zygote[] = SHARED
         " try:os.write(cs,b)\n"
         " except OSError:pass\n"
         " os.close(cs)\n"
-        "def child(cin,lim,cap,f):\n"
+        "spare=[]\n"
+        "def warm():\n"
+        " exec(compile('_=[1,{}]\\nx=str(_)\\n','<warm>','exec'),{'__builtins__':__builtins__})\n"
+        " json.dumps({'ok':True,'json':json.dumps([1])});print(end='')\n"
+        "def child(sk,f):\n"
         " try:\n"
+        "  keep=sorted(set(f)|{sk.fileno()});lo=3\n"
+        "  for k in keep:os.closerange(lo,k);lo=k+1\n"
+        "  os.closerange(lo,1<<20)\n"
         "  os.setsid();libc.prctl(36,1,0,0,0);libc.prctl(1,9,0,0,0)\n"
         "  if os.getppid()!=me:os._exit(137)\n"
         "  signal.set_wakeup_fd(-1);signal.signal(signal.SIGCHLD,signal.SIG_DFL)\n"
-        "  ctl.detach()\n"
+        "  stdio(f[0],f[1]);warm()\n"
+        "  m,fds,_f,_a=socket.recv_fds(sk,65536,1)\n"
+        "  if not m or len(fds)!=1:os._exit(0)\n"
+        "  sk.close();a=m.split(b'\\0');lim,cap=int(a[1]),int(a[2])\n"
+        "  os.chdir(a[0])\n"
         "  b=[]\n"
         "  while True:\n"
-        "   x=os.read(cin,1<<20)\n"
+        "   x=os.read(fds[0],1<<20)\n"
         "   if not x:break\n"
         "   b.append(x)\n"
-        "  for x in os.listdir('/proc/self/fd'):\n"
-        "   if int(x)>2 and int(x) not in f:\n"
-        "    try:os.close(int(x))\n"
-        "    except OSError:pass\n"
+        "  os.close(fds[0])\n"
         " except BaseException:os._exit(127)\n"
-        " run(b''.join(b).decode('utf-8','surrogateescape'),lim,cap,*f)\n"
+        " run(b''.join(b).decode('utf-8','surrogateescape'),lim,cap,f[2])\n"
+        "def prefork():\n"
+        " f=(os.memfd_create('output',0),os.memfd_create('error',0),os.memfd_create('result'))\n"
+        " a,b=socket.socketpair(socket.AF_UNIX,socket.SOCK_SEQPACKET)\n"
+        " try:pid=os.fork()\n"
+        " except BaseException:\n"
+        "  for x in f:os.close(x)\n"
+        "  a.close();b.close();return\n"
+        " if pid==0:ctl.detach();a.detach();child(b,f)\n"
+        " b.close();spare.append((pid,a,f))\n"
+        "def zwarm():\n"
+        " try:t=os.memfd_create('warm');report(t,t,t,1024,False,0);struct.pack('i',0);os.close(t)\n"
+        " except BaseException:pass\n"
         "def take():\n"
         " m,fds,_f,_a=socket.recv_fds(ctl,65536,4)\n"
         " if not m:os._exit(0)\n"
         " if len(fds)!=4:\n"
         "  for x in fds:os.close(x)\n"
         "  return\n"
-        " cin,out,err,cs=fds;os.close(err);f=()\n"
+        " cin,out,err,cs=fds;os.close(err);pid=0\n"
         " try:\n"
         "  a=m.split(b'\\0');lim,cap,tmo=int(a[1]),int(a[2]),int(a[3])\n"
-        "  os.chdir(a[0])\n"
-        "  f=(os.memfd_create('output',0),os.memfd_create('error',0),os.memfd_create('result'))\n"
-        "  pid=os.fork()\n"
-        " except BaseException:\n"
-        "  for x in f+(cin,out):os.close(x)\n"
-        "  os.chdir('/');tell(cs,b'f');return\n"
-        " if pid==0:child(cin,lim,cap,f)\n"
+        "  os.chdir(a[0]);os.chdir('/')\n"
+        "  for _t in (0,1):\n"
+        "   if not spare:prefork()\n"
+        "   p,sk,f=spare.pop()\n"
+        "   try:socket.send_fds(sk,[b'\\0'.join(a[:3])],[cin]);pid=p\n"
+        "   except OSError:\n"
+        "    for x in f:os.close(x)\n"
+        "   sk.close()\n"
+        "   if pid:break\n"
+        " except BaseException:pass\n"
         " os.chdir('/');os.close(cin)\n"
+        " if not pid:\n"
+        "  os.close(out);tell(cs,b'f');return\n"
         " c={'pid':pid,'cs':cs,'out':out,'f':f,'cap':cap,'dl':time.monotonic()+tmo,'late':False,'killed':False}\n"
         " calls[pid]=c;socks[cs]=c;poller.register(cs,select.POLLIN)\n"
         "def finish(c,st):\n"
@@ -195,9 +235,11 @@ const char cm_python_zygote[] = SHARED
         "  if p==0:break\n"
         "  if p in calls:done.append((calls.pop(p),st))\n"
         " for c,st in done:finish(c,st)\n"
+        " if done and not spare:prefork();zwarm()\n"
         "for _w in range(3):compile('import sys\\n_=[1,{}]\\nprint(_)\\n','<warm>','exec')\n"
         "json.loads(json.dumps({'ok':True,'json':'[1]'}))\n"
         "import gc;gc.freeze()\n"
+        "prefork();zwarm()\n"
         "ctl.send(b'z')\n"
         "while True:\n"
         " dl=[c['dl'] for c in calls.values() if not c['late']]\n"

@@ -314,10 +314,12 @@ describe('pull on the native runtime', T, () => {
     };
     const listed = async () => (await cli(['image', 'list'])).stdout.includes(H);
     try {
-      // no entry: a loopback registry is asked over http; it answers that it speaks TLS
+      // no entry: a loopback registry is asked over https without checks
+      // (it wants a client certificate), then over http; it answers that it speaks TLS
       let r = await cli(['pull', `${H}/busybox`], env);
       assert.equal(r.code, 1);
-      assert.match(r.stderr, /speaks TLS/);
+      assert.match(r.stderr, /speaks TLS, and https failed/);
+      assert.match(r.stderr, /client certificate/);
       assert.match(r.stderr, new RegExp(`certs\\.d/${H.replace(/[.]/g, '\\.')}/ca\\.crt`));
       // the CA alone: the registry wants a client certificate
       put({ 'ca.crt': path.join(have, 'ca.crt') });
@@ -355,6 +357,39 @@ describe('pull on the native runtime', T, () => {
     }
   });
 
+  test('an insecure registry (loopback, or named in CONTAINER_MCP_INSECURE_REGISTRIES) is asked over https without certificate checks, then over http; one with a certs.d entry is checked', T, async (t) => {
+    if (skipped(t)) return;
+    if (!REG.REGISTRY_TLS_OPEN) return t.skip(`${DIR}/env names no tlsopen registry`);
+    const H = REG.REGISTRY_TLS_OPEN;
+    const certsD = tmpDir('cmcp-certs-d-'), entry = path.join(certsD, H);
+    // stores of their own: the blobs come over the wire
+    const own = tmpDir('cmcp-pull-insecure-'), own2 = tmpDir('cmcp-pull-insecure-');
+    const env = { CONTAINER_MCP_ALLOWED_REGISTRIES: `${H},${R}`, CONTAINER_MCP_STATE_DIR: own };
+    try {
+      // the registry speaks only TLS, from a CA nothing here trusts: an
+      // agent's pull and a run of what it pulled
+      const s = await open(env);
+      try {
+        ok(await call(s, 'pull_image', { image: `${H}/busybox` }, { timeout: 180000 }));
+        const run = ok(await call(s, 'run_container', { image: `${H}/busybox`, command: ['echo', 'unchecked tls'], wait: true }));
+        assert.equal(run.stdout, 'unchecked tls\n');
+        // a plain http registry on loopback: https fails, http pulls
+        ok(await call(s, 'pull_image', { image: `${R}/busybox` }, { timeout: 180000 }));
+      } finally {
+        await s.close();
+      }
+      // with a certs.d entry the certificate is checked: another CA is refused
+      fs.mkdirSync(entry);
+      fs.copyFileSync(path.join(REG.REGISTRY_TLS_DIR, 'other-ca.crt'), path.join(entry, 'ca.crt'));
+      const r = await cli(['pull', `${H}/busybox:latest`],
+        { ...env, CONTAINER_MCP_STATE_DIR: own2, CONTAINER_MCP_REGISTRY_CERTS_D: certsD });
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /TLS with the registry https:/);
+    } finally {
+      for (const d of [certsD, own, own2]) fs.rmSync(d, { recursive: true, force: true });
+    }
+  });
+
   test("an agent's pull connects to no local address through a registry the operator did not name: not by its name's address, a redirect or a token realm", T, async (t) => {
     if (skipped(t)) return;
     if (!isRoot) return t.skip('needs root for a network namespace');
@@ -372,7 +407,7 @@ describe('pull on the native runtime', T, () => {
       sh('ip', '-n', ns, 'link', 'set', 'lo', 'up');
       sh('ip', '-n', ns, 'addr', 'add', `${IP}/32`, 'dev', 'lo');
       fs.mkdirSync(etc, { recursive: true });
-      fs.writeFileSync(path.join(etc, 'hosts'), `127.0.0.1 local-registry.test\n${IP} public-registry.test\n`);
+      fs.writeFileSync(path.join(etc, 'hosts'), `127.0.0.1 local-registry.test\n${IP} public-registry.test other-host.test\n`);
       fs.writeFileSync(path.join(work, 'ext'), `subjectAltName=IP:${IP},DNS:public-registry.test\n`);
       sh('openssl', 'req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=public-registry.test', '-keyout',
         path.join(work, 'key.pem'), '-out', path.join(work, 'csr.pem'));
@@ -440,6 +475,28 @@ describe('pull on the native runtime', T, () => {
       spawnSync('ip', ['netns', 'exec', ns, BIN, 'pull', 'local-registry.test:8443/x'],
         { env: envWith({ ...ENV, ...env }), stdio: 'ignore', timeout: 60000 });
       await eventually(() => conns(8443) > 0, 10000, 'the operator\'s pull did not connect');
+
+      // Neither loopback nor named insecure: its certificate is checked, so
+      // without a certs.d entry it is refused; named in
+      // CONTAINER_MCP_INSECURE_REGISTRIES, https without checks reaches it
+      // (and the operator's pull follows its redirect).
+      const pull = (extra) => spawnSync('ip', ['netns', 'exec', ns, BIN, 'pull', 'public-registry.test:8443/redir'],
+        { env: envWith({ ...ENV, ...env, CONTAINER_MCP_REGISTRY_CERTS_D: '', ...extra }), encoding: 'utf8', timeout: 60000 });
+      let r = pull({});
+      assert.equal(r.status, 1);
+      assert.match(r.stderr, /TLS with the registry https:\/\/public-registry\.test:8443 failed/);
+      const seen = conns(8080);
+      r = pull({ CONTAINER_MCP_INSECURE_REGISTRIES: 'public-registry.test:8443' });
+      assert.equal(r.status, 1); // its blob is nowhere
+      assert.doesNotMatch(r.stderr, /TLS|speaks/);
+      await eventually(() => conns(8080) > seen, 10000, 'the insecure registry\'s redirect was not followed');
+      // its token realm on another host (whose certificate does not name
+      // it) is checked: credentials would go there
+      r = spawnSync('ip', ['netns', 'exec', ns, BIN, 'pull', 'public-registry.test:8443/realm2'],
+        { env: envWith({ ...ENV, ...env, CONTAINER_MCP_REGISTRY_CERTS_D: '',
+          CONTAINER_MCP_INSECURE_REGISTRIES: 'public-registry.test:8443' }), encoding: 'utf8', timeout: 60000 });
+      assert.equal(r.status, 1);
+      assert.match(r.stderr, /TLS with the registry https:\/\/other-host\.test:8443\/token failed/);
     } finally {
       helper?.kill();
       try { execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' }); } catch { /* gone */ }

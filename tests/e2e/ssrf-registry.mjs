@@ -8,6 +8,8 @@
 // "proxy HOST:PORT" for each tunnel it opens.  Repositories on the https side:
 //   redir  a manifest whose blobs redirect to http://127.0.0.1:8080/blob
 //   realm  a 401 whose Bearer realm is http://127.0.0.1:8080/token
+//   realm2 a 401 whose Bearer realm is https://other-host.test:8443/token
+//          (this server, by a name its certificate does not have)
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
@@ -27,6 +29,10 @@ const server = https.createServer({ key: fs.readFileSync(key), cert: fs.readFile
   if (url.startsWith('/v2/realm/')) {
     return res.writeHead(401, { 'WWW-Authenticate': 'Bearer realm="http://127.0.0.1:8080/token",service="x"' }).end();
   }
+  if (url.startsWith('/v2/realm2/')) {
+    return res.writeHead(401, { 'WWW-Authenticate': 'Bearer realm="https://other-host.test:8443/token",service="x"' }).end();
+  }
+  if (url.startsWith('/token')) return res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"token":"t"}');
   if (url.startsWith('/v2/redir/manifests/')) {
     return res.writeHead(200, { 'Content-Type': 'application/vnd.oci.image.manifest.v1+json' }).end(manifest);
   }

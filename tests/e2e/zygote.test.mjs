@@ -145,6 +145,36 @@ describe('the warm python3 of a sandbox', () => {
     }
   });
 
+  // Between calls the zygote keeps one child forked and warmed, waiting
+  // for the next call (its spare): the code can see and kill it.
+  test('the spare child killed by the code: the next call is forked afresh from the same zygote', T, async (t) => {
+    if (skip) return t.skip(skip);
+    const s = await open();
+    try {
+      const first = await parent(s);
+      // the zygote's children between calls: its spare (a command, not a
+      // python call, lists and kills them: a call is itself one)
+      // It holds its call's three memfds (stdout, stderr and the result's),
+      // /dev/null and its socket to the zygote: no fd of the zygote's, no
+      // other call's pipe (a call's output would stay open in it).
+      const KILL = `import json, os, re, signal\nk = [int(p) for p in os.listdir('/proc') if p.isdigit() and open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()[1] == '${first.pid}']\nfds = [sorted(re.sub(r'\\d+', 'N', os.readlink('/proc/%d/fd/%s' % (p, f))) for f in os.listdir('/proc/%d/fd' % p)) for p in k]\nfor p in k: os.kill(p, signal.SIGKILL)\nprint(json.dumps(fds))`;
+      const run = async () => ok(await call(s, 'system_run_command', { command: `python3 -c "${KILL.replace(/["$`\\]/g, '\\$&')}"` }));
+      let r;
+      await eventually(async () => JSON.parse((r = await run()).stdout || '[]').length === 1, 30000, 'no spare child of the zygote to kill');
+      assert.equal(r.exit_code, 0, r.stderr);
+      assert.deepEqual(JSON.parse(r.stdout)[0], ['/dev/null', '/memfd:error (deleted)', '/memfd:output (deleted)',
+        '/memfd:result (deleted)', 'socket:[N]']);
+      // the next call is forked from the same zygote (not run by the
+      // python3 -c wrapper, its fallback), and so are the ones after it
+      assert.equal((await parent(s)).pid, first.pid, 'the call after the kill did not come from the zygote');
+      for (let i = 0; i < 3; i++)
+        assert.deepEqual(ok(await py(s, `print(${i})\n_ = ${i}`)), { output: `${i}\n`, error: '', result: i, success: true });
+      assert.equal((await parent(s)).pid, first.pid, 'a new zygote was started');
+    } finally {
+      await s.close().finally(() => s.kill());
+    }
+  });
+
   test('the zygote stopped by the code: the call still ends at its timeout, the next call works', T, async (t) => {
     if (skip) return t.skip(skip);
     const s = await open();

@@ -8,6 +8,7 @@
 #   token  token auth, with a token server of ours    REGISTRY_TOKEN=127.0.0.1:PORT
 #   tls    TLS from a CA of ours, client certificates REGISTRY_TLS=127.0.0.1:PORT
 #          required (REGISTRY_TLS_DIR: certs/ is its certs.d entry)
+#   tlsopen  the same certificate, no client ones   REGISTRY_TLS_OPEN=127.0.0.1:PORT
 # (REGISTRY_USER / REGISTRY_PASSWORD for both), or REGISTRY_SKIP=why when
 # this machine cannot run them.  Everything lives under DIR: each registry's
 # storage, configs, logs, pids, and the built images (rebuilt only when their
@@ -16,7 +17,7 @@
 # anon holds busybox (gzip, OCI; also as library/busybox, for a Hub mirror), busybox:v2s2 (Docker schema 2), zstd,
 # python (host python3 + its libraries + stdlib), multi (linux/amd64 and
 # linux/arm64) and config (Env, WorkingDir, User, Entrypoint, Cmd,
-# ExposedPorts); basic, token and tls hold busybox.
+# ExposedPorts); basic, token, tls and tlsopen hold busybox.
 set -euo pipefail
 
 DIR=${1:?usage: tests/registry/start.sh DIR}
@@ -46,8 +47,8 @@ wait_http() {
 alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 # Already running: reuse.
-if [[ -f $DIR/env ]] && grep -q '^REGISTRY_TLS=' "$DIR/env" && alive "$DIR/anon/pid" && alive "$DIR/basic/pid" &&
-        alive "$DIR/token/pid" && alive "$DIR/token/server.pid" && alive "$DIR/tls/pid"; then
+if [[ -f $DIR/env ]] && grep -q '^REGISTRY_TLS_OPEN=' "$DIR/env" && alive "$DIR/anon/pid" && alive "$DIR/basic/pid" &&
+        alive "$DIR/token/pid" && alive "$DIR/token/server.pid" && alive "$DIR/tls/pid" && alive "$DIR/tlsopen/pid"; then
         reg=$(sed -n 's/^REGISTRY=//p' "$DIR/env")
         if wait_http "http://$reg/v2/" 5; then
                 echo "tests/registry: already running ($DIR/env)" >&2
@@ -174,10 +175,21 @@ config tls "$TLS" "  tls:
     clientcas:
       - $T/ca.crt"
 launch tls
+TLSOPEN=$(free_port)
+config tlsopen "$TLSOPEN" "  tls:
+    certificate: $T/server.crt
+    key: $T/server.key"
+launch tlsopen
 deadline=$((SECONDS + 60))
 until curl -s -o /dev/null -m 2 --cacert "$T/ca.crt" --cert "$T/certs/client.cert" --key "$T/certs/client.key" \
         "https://127.0.0.1:$TLS/v2/"; do
         ((SECONDS < deadline)) || skip "the tls registry did not answer within 60 s: $(tail -3 "$DIR/tls/log")"
+        sleep 0.1
+done
+
+deadline=$((SECONDS + 60))
+until curl -s -o /dev/null -m 2 --cacert "$T/ca.crt" "https://127.0.0.1:$TLSOPEN/v2/"; do
+        ((SECONDS < deadline)) || skip "the tlsopen registry did not answer within 60 s: $(tail -3 "$DIR/tlsopen/log")"
         sleep 0.1
 done
 
@@ -202,6 +214,8 @@ push --dest-creds "$USER_NAME:$PASSWORD" "oci:$I/busybox:latest" "docker://127.0
 push --dest-creds "$USER_NAME:$PASSWORD" "oci:$I/busybox:latest" "docker://127.0.0.1:$TOKEN/busybox:latest"
 skopeo copy -q --dest-cert-dir "$T/certs" "oci:$I/busybox:latest" "docker://127.0.0.1:$TLS/busybox:latest" \
         >>"$DIR/push.log" 2>&1 || skip "skopeo copy to the tls registry failed: $(tail -3 "$DIR/push.log")"
+skopeo copy -q --dest-cert-dir "$T/certs" "oci:$I/busybox:latest" "docker://127.0.0.1:$TLSOPEN/busybox:latest" \
+        >>"$DIR/push.log" 2>&1 || skip "skopeo copy to the tlsopen registry failed: $(tail -3 "$DIR/push.log")"
 
 cat >"$DIR/env.tmp" <<ENV
 REGISTRY=127.0.0.1:$ANON
@@ -209,6 +223,7 @@ REGISTRY_BASIC=127.0.0.1:$BASIC
 REGISTRY_TOKEN=127.0.0.1:$TOKEN
 REGISTRY_TLS=127.0.0.1:$TLS
 REGISTRY_TLS_DIR=$T
+REGISTRY_TLS_OPEN=127.0.0.1:$TLSOPEN
 REGISTRY_USER=$USER_NAME
 REGISTRY_PASSWORD=$PASSWORD
 ENV

@@ -5,7 +5,7 @@ set -uo pipefail
 DIR=${1:?usage: tests/registry/stop.sh DIR}
 [[ -d $DIR ]] || exit 0
 pids=()
-for f in "$DIR"/anon/pid "$DIR"/basic/pid "$DIR"/token/pid "$DIR"/token/server.pid "$DIR"/tls/pid; do
+for f in "$DIR"/anon/pid "$DIR"/basic/pid "$DIR"/token/pid "$DIR"/token/server.pid "$DIR"/tls/pid "$DIR"/tlsopen/pid; do
         [[ -f $f ]] || continue
         pid=$(cat "$f")
         # only a process that is still the one we started

@@ -14,19 +14,25 @@
 #include "image/registry_int.h"
 #include "util/cleanup.h"
 
-#define D(c) "sha256:" c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c \
-             c c c c c c c c c c c c c c c
+#define D(c)                                                                                                           \
+        "sha256:" c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c  \
+                c c c c c c c c c c c c c c
 
 static const char oci_manifest[] =
         "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
-        "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"" D("a") "\",\"size\":7},"
-        "\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+zstd\",\"digest\":\"" D("b") "\",\"size\":9}]}";
+        "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"" D(
+                "a") "\",\"size\":7},"
+                     "\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+zstd\",\"digest\":\"" D(
+                             "b") "\",\"size\":9}]}";
 
 static const char index_doc[] =
         "{\"schemaVersion\":2,\"manifests\":["
-        "{\"digest\":\"" D("c") "\",\"size\":1,\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}},"
-        "{\"digest\":\"" D("d") "\",\"size\":2,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\"}},"
-        "{\"digest\":\"" D("e") "\",\"size\":3,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm\",\"variant\":\"v7\"}}]}";
+        "{\"digest\":\"" D(
+                "c") "\",\"size\":1,\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}},"
+                     "{\"digest\":\"" D(
+                             "d") "\",\"size\":2,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\"}},"
+                                  "{\"digest\":\"" D("e") "\",\"size\":3,\"platform\":{\"os\":\"linux\","
+                                                          "\"architecture\":\"arm\",\"variant\":\"v7\"}}]}";
 
 static void test_manifest(void **state) {
         rg_manifest m;
@@ -47,7 +53,8 @@ static void test_index_platforms(void **state) {
         size_t i = 99;
         (void)state;
         /* no mediaType in the document: the Content-Type says it */
-        assert_int_equal(rg_manifest_parse(index_doc, strlen(index_doc), RG_MT_OCI_INDEX "; charset=utf-8", &m, &err), 0);
+        assert_int_equal(rg_manifest_parse(index_doc, strlen(index_doc), RG_MT_OCI_INDEX "; charset=utf-8", &m, &err),
+                         0);
         assert_true(m.is_index);
         assert_int_equal(rg_pick_platform(&m, "linux/arm64/v8", &i, &err), 0); /* v8 is arm64's default */
         assert_int_equal(i, 1);
@@ -78,7 +85,7 @@ static void test_manifest_refused(void **state) {
                 {"{\"schemaVersion\":2,\"config\":{\"digest\":\"" D("a") "\",\"size\":1},\"layers\":{}}",
                  "layers is not a list"},
                 {"{\"schemaVersion\":2,\"config\":{\"digest\":\"" D("a") "\",\"size\":1},\"layers\":[{\"digest\":"
-                 "\"" D("A") "\",\"size\":1}]}",
+                                                                         "\"" D("A") "\",\"size\":1}]}",
                  "no sha256 digest"},
                 {"{\"schemaVersion\":2,\"schemaVersion\":2}", "not a JSON object"}, /* duplicate keys */
         };
@@ -97,20 +104,35 @@ static void test_plain_http(void **state) {
         (void)state;
         setenv("CONTAINER_MCP_REGISTRY_CERTS_D", "", 1); /* the machine's certs.d stays out */
         unsetenv("CONTAINER_MCP_INSECURE_REGISTRIES");
-        assert_true(rg_plain_http_ok("localhost:5000"));
-        assert_true(rg_plain_http_ok("127.0.0.1:5000"));
-        assert_true(rg_plain_http_ok("127.9.8.7"));
-        assert_true(rg_plain_http_ok("[::1]:5000"));
-        assert_false(rg_plain_http_ok("128.0.0.1:5000"));
-        assert_false(rg_plain_http_ok("registry.example.com"));
-        assert_false(rg_plain_http_ok("localhost.example.com"));
-        assert_false(rg_plain_http_ok("[::2]:5000"));
+        assert_true(rg_insecure("localhost:5000"));
+        assert_true(rg_insecure("127.0.0.1:5000"));
+        assert_true(rg_insecure("127.9.8.7"));
+        assert_true(rg_insecure("[::1]:5000"));
+        assert_false(rg_insecure("128.0.0.1:5000"));
+        assert_false(rg_insecure("registry.example.com"));
+        assert_false(rg_insecure("localhost.example.com"));
+        assert_false(rg_insecure("[::2]:5000"));
         setenv("CONTAINER_MCP_INSECURE_REGISTRIES", "reg.lan:5000,other.lan", 1);
-        assert_true(rg_plain_http_ok("reg.lan:5000"));
-        assert_false(rg_plain_http_ok("reg.lan:6000"));
-        assert_true(rg_plain_http_ok("other.lan:1234")); /* a bare host covers its ports */
-        assert_false(rg_plain_http_ok("reg.lan.evil.com"));
+        assert_true(rg_insecure("reg.lan:5000"));
+        assert_false(rg_insecure("reg.lan:6000"));
+        assert_true(rg_insecure("other.lan:1234")); /* a bare host covers its ports */
+        assert_false(rg_insecure("reg.lan.evil.com"));
         unsetenv("CONTAINER_MCP_INSECURE_REGISTRIES");
+}
+
+/* The host an insecure registry's unchecked TLS applies to: its own only
+ * (a token realm elsewhere is checked). */
+static void test_same_host(void **state) {
+        (void)state;
+        assert_true(rg_same_host("https://reg.lan:5000/v2/x/manifests/1", "https://reg.lan:5000"));
+        assert_true(rg_same_host("https://REG.lan:5000/token?scope=a", "https://reg.lan:5000"));
+        assert_true(rg_same_host("https://[::1]:5000/token", "https://[::1]:5000"));
+        assert_false(rg_same_host("https://reg.lan:5001/token", "https://reg.lan:5000"));
+        assert_false(rg_same_host("https://reg.lan/token", "https://reg.lan:5000"));
+        assert_false(rg_same_host("https://reg.lan:5000.evil.com/token", "https://reg.lan:5000"));
+        assert_false(rg_same_host("https://reg.lan:5000@evil.com/token", "https://reg.lan:5000"));
+        assert_false(rg_same_host("https://evil.com/reg.lan:5000", "https://reg.lan:5000"));
+        assert_false(rg_same_host("https:///token", "https://"));
 }
 
 static void test_challenge(void **state) {
@@ -215,8 +237,8 @@ static void test_certs_dir(void **state) {
         assert_null(rg_certs_dir("."));
         assert_null(rg_certs_dir(""));
         assert_null(rg_certs_dir("x/../../a"));
-        assert_false(rg_plain_http_ok("127.0.0.1:5000")); /* its entry says it speaks TLS */
-        assert_true(rg_plain_http_ok("127.0.0.1:5001"));
+        assert_false(rg_insecure("127.0.0.1:5000")); /* its entry says it speaks TLS */
+        assert_true(rg_insecure("127.0.0.1:5001"));
         setenv("CONTAINER_MCP_REGISTRY_CERTS_D", "", 1); /* none at all */
         assert_null(rg_certs_dir("reg.lan"));
         free(list);
@@ -224,13 +246,10 @@ static void test_certs_dir(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_manifest),
-                cmocka_unit_test(test_index_platforms),
-                cmocka_unit_test(test_manifest_refused),
-                cmocka_unit_test(test_plain_http),
-                cmocka_unit_test(test_certs_dir),
-                cmocka_unit_test(test_challenge),
-                cmocka_unit_test(test_credentials),
+                cmocka_unit_test(test_manifest),         cmocka_unit_test(test_index_platforms),
+                cmocka_unit_test(test_manifest_refused), cmocka_unit_test(test_plain_http),
+                cmocka_unit_test(test_certs_dir),        cmocka_unit_test(test_same_host),
+                cmocka_unit_test(test_challenge),        cmocka_unit_test(test_credentials),
         };
         TU_RUN_IN_TMP(tmp, tests);
 }
