@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -55,12 +56,40 @@ char *cm_host_of(const char *domain) {
         return xstrndup(domain, strcspn(domain, ":"));
 }
 
+/* Whether the address literal `host` is in the range "ADDR/BITS" (the
+ * first n bytes of `cidr`); anything malformed is no range. */
+static bool in_range(const char *cidr, size_t n, const char *host) {
+        char net[INET6_ADDRSTRLEN + 5], *slash, *end;
+        unsigned char want[16], have[16];
+        int family;
+        long bits;
+
+        if (n >= sizeof net)
+                return false;
+        memcpy(net, cidr, n);
+        net[n] = 0;
+        if (!(slash = strchr(net, '/')))
+                return false;
+        *slash = 0;
+        family = strchr(net, ':') ? AF_INET6 : AF_INET;
+        bits = strtol(slash + 1, &end, 10);
+        if (!slash[1] || *end || bits < 0 || bits > (family == AF_INET ? 32 : 128) ||
+            inet_pton(family, net, want) != 1 || inet_pton(family, host, have) != 1)
+                return false;
+        for (long i = 0; i < bits; i++) {
+                unsigned char m = (unsigned char)(0x80 >> (i % 8));
+                if ((want[i / 8] & m) != (have[i / 8] & m))
+                        return false;
+        }
+        return true;
+}
+
 bool cm_host_listed(const char *list, const char *domain) {
         cleanup_free char *host = cm_host_of(domain);
         for (const char *p = list; p && *p;) {
                 size_t n = strcspn(p, ", ");
                 if (n && ((n == strlen(domain) && strncasecmp(p, domain, n) == 0) ||
-                          (n == strlen(host) && strncasecmp(p, host, n) == 0)))
+                          (n == strlen(host) && strncasecmp(p, host, n) == 0) || in_range(p, n, host)))
                         return true;
                 p += n;
                 p += strspn(p, ", ");

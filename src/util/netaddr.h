@@ -19,7 +19,9 @@ bool cm_sockaddr_local(const struct sockaddr *sa);
 char *cm_host_of(const char *domain);
 
 /* Whether a comma- (or space-) separated list names `domain`
- * ("host[:port]") or its host alone (case-insensitive). */
+ * ("host[:port]") or its host alone (case-insensitive), or has a range
+ * ("10.0.0.0/8", "fd00::/8") holding its host when that is an address
+ * literal (a name is not resolved for this). */
 bool cm_host_listed(const char *list, const char *domain);
 
 #endif

@@ -490,6 +490,18 @@ describe('pull on the native runtime', T, () => {
       assert.equal(r.status, 1); // its blob is nowhere
       assert.doesNotMatch(r.stderr, /TLS|speaks/);
       await eventually(() => conns(8080) > seen, 10000, 'the insecure registry\'s redirect was not followed');
+      // a range names registries by address, as Docker's insecure-registries
+      const reached = conns(8080);
+      r = spawnSync('ip', ['netns', 'exec', ns, BIN, 'pull', `${IP}:8443/redir`],
+        { env: envWith({ ...ENV, ...env, CONTAINER_MCP_REGISTRY_CERTS_D: '' }), encoding: 'utf8', timeout: 60000 });
+      assert.equal(r.status, 1);
+      assert.match(r.stderr, /TLS with the registry https:\/\/198\.51\.100\.7:8443 failed/);
+      r = spawnSync('ip', ['netns', 'exec', ns, BIN, 'pull', `${IP}:8443/redir`],
+        { env: envWith({ ...ENV, ...env, CONTAINER_MCP_REGISTRY_CERTS_D: '', CONTAINER_MCP_INSECURE_REGISTRIES: '198.51.100.0/24' }),
+          encoding: 'utf8', timeout: 60000 });
+      assert.equal(r.status, 1);
+      assert.doesNotMatch(r.stderr, /TLS|speaks/);
+      await eventually(() => conns(8080) > reached, 10000, 'the registry in an insecure range was not reached');
       // its token realm on another host (whose certificate does not name
       // it) is checked: credentials would go there
       r = spawnSync('ip', ['netns', 'exec', ns, BIN, 'pull', 'public-registry.test:8443/realm2'],

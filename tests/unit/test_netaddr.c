@@ -100,11 +100,41 @@ static void test_lists(void **state) {
         assert_false(cm_host_listed(",,", "reg.lan"));
 }
 
+/* Ranges, as Docker's insecure-registries takes them: an address literal
+ * in one, at both edges; names never (not resolved); malformed ones are no
+ * range at all. */
+static void test_list_ranges(void **state) {
+        (void)state;
+        assert_true(cm_host_listed("reg.lan, 10.0.0.0/8", "10.0.0.0:5000"));
+        assert_true(cm_host_listed("10.0.0.0/8", "10.255.255.255"));
+        assert_false(cm_host_listed("10.0.0.0/8", "11.0.0.0:5000"));
+        assert_false(cm_host_listed("10.0.0.0/8", "9.255.255.255:5000"));
+        assert_true(cm_host_listed("192.168.4.0/23", "192.168.5.200:443"));
+        assert_false(cm_host_listed("192.168.4.0/23", "192.168.6.1:443"));
+        assert_true(cm_host_listed("198.51.100.7/32", "198.51.100.7:8443"));
+        assert_false(cm_host_listed("198.51.100.7/32", "198.51.100.8:8443"));
+        assert_true(cm_host_listed("0.0.0.0/0", "203.0.113.9"));
+        assert_true(cm_host_listed("fd00::/8", "[fd12::1]:5000"));
+        assert_false(cm_host_listed("fd00::/8", "[fe80::1]:5000"));
+        assert_true(cm_host_listed("2001:db8::/126", "[2001:db8::3]"));
+        assert_false(cm_host_listed("2001:db8::/126", "[2001:db8::4]"));
+        assert_false(cm_host_listed("10.0.0.0/8", "[::ffff:10.0.0.1]:5000")); /* families apart */
+        assert_false(cm_host_listed("10.0.0.0/8", "ten.lan:5000"));           /* a name, even one in it */
+        assert_false(cm_host_listed("10.0.0.0/33", "10.0.0.1"));
+        assert_false(cm_host_listed("10.0.0.0/", "10.0.0.1"));
+        assert_false(cm_host_listed("10.0.0.0/8x", "10.0.0.1"));
+        assert_false(cm_host_listed("10.0.0/8", "10.0.0.1"));
+        assert_false(cm_host_listed("fd00::/129", "[fd00::1]"));
+        assert_false(cm_host_listed("10.0.0.0/-1", "10.0.0.1"));
+        assert_false(cm_host_listed("/8", "10.0.0.1"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_ranges),
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_lists),
+                cmocka_unit_test(test_list_ranges),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,6 +207,7 @@ static void test_registries(void **state) {
         };
         char *list[] = {(char *)"ghcr.io", (char *)"127.0.0.1:5000", NULL};
         char *none[] = {NULL};
+        char *ranges[] = {(char *)"10.0.0.0/8", NULL};
         cm_config cfg = {.allowed_registries = none};
         cm_err err = CM_ERR_INIT;
         (void)state;
@@ -227,9 +228,17 @@ static void test_registries(void **state) {
         (void)setenv("CONTAINER_MCP_INSECURE_REGISTRIES", "registry.lan, 127.0.0.1:5000", 1);
         assert_int_equal(cm_policy_registry(&cfg, "127.0.0.1:5000/x", &err), 0);
         assert_true(cm_policy_registry(&cfg, "127.0.0.1:5001/x", &err) < 0);
+        /* a range names the registries addressed in it */
+        (void)setenv("CONTAINER_MCP_INSECURE_REGISTRIES", "10.0.0.0/8", 1);
+        assert_int_equal(cm_policy_registry(&cfg, "10.1.2.3:5000/x", &err), 0);
+        assert_true(cm_policy_registry(&cfg, "192.168.1.1:5000/x", &err) < 0);
+        assert_true(cm_policy_registry(&cfg, "localhost:5000/x", &err) < 0);
         (void)unsetenv("CONTAINER_MCP_INSECURE_REGISTRIES");
 
         /* a list: only what it names, local or not */
+        cfg.allowed_registries = ranges;
+        assert_int_equal(cm_policy_registry(&cfg, "10.9.9.9:443/x", &err), 0);
+        assert_true(cm_policy_registry(&cfg, "ghcr.io/o/r", &err) < 0);
         cfg.allowed_registries = list;
         assert_int_equal(cm_policy_registry(&cfg, "ghcr.io/o/r", &err), 0);
         assert_int_equal(cm_policy_registry(&cfg, "127.0.0.1:5000/x", &err), 0);
