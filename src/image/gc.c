@@ -101,23 +101,11 @@ static uint64_t collect(img_store *s, const img_entry *v, size_t n) {
         return bytes;
 }
 
-/* gc.lock, exclusive, when no import or build holds it.  A process the
- * server clones (a sandbox being made, for the pool maybe) has a copy of
- * every fd it had until its first steps close them, so the shared lock of
- * a build that just ended can still show for a moment under load: asked
- * again for up to ~250 ms before an import counts as running (CI13's
- * remove_image left a layer for prune so). */
-static int gc_lock_now(img_store *s) {
-        for (unsigned ms = 2;; ms *= 2) {
-                int fd = img_lock(s, "gc.lock", LOCK_EX | LOCK_NB);
-                if (fd >= 0 || errno != EWOULDBLOCK || ms > 128)
-                        return fd;
-                (void)usleep(ms * 1000);
-        }
-}
-
 int img_remove(img_store *s, const char *ref, bool force, img_in_use_fn in_use, void *arg, cm_err *err) {
-        cleanup_close int gc = gc_lock_now(s);
+        /* collected below unless an import or build holds gc.lock; the
+         * shared lock of one that just ended can linger a moment (CI13's
+         * remove_image left a layer for prune so) */
+        cleanup_close int gc = img_lock(s, "gc.lock", LOCK_EX | IMG_LOCK_SETTLED);
         cleanup_close int lock = img_lock(s, "index.lock", LOCK_EX);
         cleanup_free char *name = NULL, *user = NULL;
         img_entry *v;

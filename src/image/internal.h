@@ -18,7 +18,10 @@ struct img_store {
         uint64_t max_size;
 };
 
-/* flock(2) on dir/name: LOCK_SH or LOCK_EX (| LOCK_NB); the fd or -1. */
+/* flock(2) on dir/name: LOCK_SH or LOCK_EX (| LOCK_NB, or
+ * | IMG_LOCK_SETTLED: not blocking, but as img_flock_settled); the fd or
+ * -1. */
+#define IMG_LOCK_SETTLED 0x100
 int img_lock(img_store *s, const char *name, int op);
 /* A new directory under tmp/ (mkdtemp); its absolute path. */
 char *img_tmp_dir(img_store *s, const char *what, cm_err *err);

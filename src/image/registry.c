@@ -210,13 +210,6 @@ static void strv_free(char **v) {
         free(v);
 }
 
-/* The host part of a mirror's URL, for its credentials. */
-static char *url_host(const char *url) {
-        const char *p = strstr(url, "://");
-        p = p ? p + 3 : url;
-        return xstrndup(p, strcspn(p, "/"));
-}
-
 static int open_layout(const char *layout_dir, int *ret_dir, int *ret_blobs, cm_err *err) {
         cleanup_free char *blobs = xasprintf("%s/blobs/sha256", layout_dir);
         cm_mkdir_p(blobs, 0755);
@@ -278,7 +271,7 @@ int cm_registry_fetch(const cm_image_ref *ref, const cm_registry_opts *o, const 
                              .repo = xstrdup(ref->path),
                              .name = xstrdup(name)};
                 c.host = strcmp(ref->domain, HUB) == 0 && !mirror ? xstrdup(HUB)
-                         : mirror                                 ? url_host(eps[i])
+                         : mirror                                 ? rg_url_host(eps[i]) /* for its credentials */
                                                                   : xstrdup(ref->domain);
                 /* a mirror is the operator's own setting: not guarded */
                 c.guard_local = o && o->local_ok && !mirror && !cm_host_listed(o->local_ok, c.host) &&

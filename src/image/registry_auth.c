@@ -274,7 +274,7 @@ static bool realm_ok(const char *realm) {
         if (strncmp(realm, "https://", 8) == 0)
                 return true;
         if (strncmp(realm, "http://", 7) == 0) {
-                cleanup_free char *domain = xstrndup(realm + 7, strcspn(realm + 7, "/?#"));
+                cleanup_free char *domain = rg_url_host(realm);
                 return *domain && rg_insecure(domain);
         }
         return false;

@@ -35,11 +35,20 @@ static size_t authority(const char *url, const char **ret) {
         return strcspn(*ret, "/?#");
 }
 
+char *rg_url_host(const char *url) {
+        const char *p;
+        size_t n = authority(url, &p);
+        return xstrndup(p, n);
+}
+
 bool rg_same_host(const char *url_a, const char *url_b) {
         const char *a, *b;
         size_t la = authority(url_a, &a), lb = authority(url_b, &b);
         return la > 0 && la == lb && strncasecmp(a, b, la) == 0;
 }
+
+/* The connect timeout: the caller's, else 15 s. */
+static unsigned connect_s(const rg_conn *c) { return c->o && c->o->connect_timeout_s ? c->o->connect_timeout_s : 15; }
 
 static size_t discard(char *p, size_t sz, size_t n, void *arg) {
         (void)p, (void)arg;
@@ -48,7 +57,7 @@ static size_t discard(char *p, size_t sz, size_t n, void *arg) {
 
 int rg_choose_scheme(rg_conn *c, const char *domain, cm_err *err) {
         cleanup_free char *url = xasprintf("https://%s/v2/", domain);
-        unsigned connect = c->o && c->o->connect_timeout_s ? c->o->connect_timeout_s : 15;
+        unsigned connect = connect_s(c);
         struct curl_slist *hdrs = NULL;
         CURLcode rc;
         CURL *h;
@@ -177,7 +186,7 @@ static int on_xfer(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_
 }
 
 void rg_easy_setup(rg_conn *c, CURL *h, const char *url, struct curl_slist **hdrs) {
-        unsigned connect = c->o && c->o->connect_timeout_s ? c->o->connect_timeout_s : 15;
+        unsigned connect = connect_s(c);
         unsigned stall = c->o && c->o->stall_timeout_s ? c->o->stall_timeout_s : 30;
         bool unverified;
         (void)curl_easy_setopt(h, CURLOPT_URL, url);
@@ -232,9 +241,9 @@ void rg_easy_setup(rg_conn *c, CURL *h, const char *url, struct curl_slist **hdr
 /* "host:port" of "https://host:port", in a static buffer (for messages). */
 static const char *base_host(const char *base) {
         static __thread char host[256];
-        const char *p = strstr(base, "://");
-        p = p ? p + 3 : base;
-        (void)snprintf(host, sizeof host, "%.*s", (int)strcspn(p, "/"), p);
+        const char *p;
+        size_t n = authority(base, &p);
+        (void)snprintf(host, sizeof host, "%.*s", (int)n, p);
         return host;
 }
 

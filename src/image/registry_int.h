@@ -100,6 +100,8 @@ bool rg_insecure(const char *domain);
 int rg_choose_scheme(rg_conn *c, const char *domain, cm_err *err);
 /* Whether two URLs name the same scheme-less authority (host:port). */
 bool rg_same_host(const char *url_a, const char *url_b);
+/* That authority of a URL, "host[:port]" (owned). */
+char *rg_url_host(const char *url);
 
 /* registry_auth.c: answer a 401's WWW-Authenticate. */
 int rg_authenticate(rg_conn *c, const char *challenge, cm_err *err);

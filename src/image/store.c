@@ -48,10 +48,26 @@ uint64_t img_store_max_size(const img_store *s) { return s->max_size; }
 
 char *img_layer_path(const img_store *s, const char *diffid) { return xasprintf("%s/layers/%s", s->dir, diffid); }
 
+int img_flock_settled(int fd, int op) {
+        for (unsigned ms = 2;; ms *= 2) {
+                if (flock(fd, op | LOCK_NB) == 0)
+                        return 0;
+                if (errno != EWOULDBLOCK || ms > 128)
+                        return -1;
+                (void)usleep(ms * 1000);
+        }
+}
+
 int img_lock(img_store *s, const char *name, int op) {
         int fd = openat(s->dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -1;
+        if (op & IMG_LOCK_SETTLED) {
+                if (img_flock_settled(fd, op & ~IMG_LOCK_SETTLED) == 0)
+                        return fd;
+                (void)close(fd);
+                return -1;
+        }
         while (flock(fd, op) < 0) {
                 if (errno == EINTR)
                         continue;

@@ -71,6 +71,14 @@ void img_store_free(img_store *s);
 const char *img_store_dir(const img_store *s);
 uint64_t img_store_max_size(const img_store *s);
 
+/* flock(fd, op | LOCK_NB), asked again 2, 4, ... 128 ms (~250 ms in all)
+ * while another holds it.  A process the server clones (a sandbox being
+ * made, for the pool maybe) has a copy of every fd it had until its first
+ * steps close them, and flock follows the copy: a lock of ours that just
+ * ended can still show for a moment under load.  0, or -1 with errno
+ * (EWOULDBLOCK: held all that time). */
+int img_flock_settled(int fd, int op);
+
 /* A user's name for an image as the full reference the index holds
  * ("busybox" -> "docker.io/library/busybox:latest"); NULL when it is not a
  * valid reference (src/image/ref.h parses it as Docker does). */

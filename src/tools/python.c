@@ -34,17 +34,16 @@
  * It never runs the code itself, so nothing a call changes in its
  * interpreter (sys, modules, globals) reaches the next one: each starts
  * from a fork of it, made before the call.
- * On this VM a page fault is the dearest thing a call does, and every page
- * a process writes after a fork faults: the spare's own code (warm())
- * and zwarm() take those faults between calls, so an agent's call, which
- * comes seconds after the last one, finds both processes' pages their own
- * (print(1), 50 ms apart: 15 ms before, 5 ms with the spare; back to back
- * the fork is still on the path).  The spare is a python3 the sandbox's
- * code can see and kill, like the zygote.
- * Before its hello it warms what every call uses (the compiler, json, the
- * allocator's arenas) with text of its own, then gc.freeze()s: on this VM a
- * page fault is the dearest thing a call does, and a warmed zygote's child
- * faults in about half as many pages.  Differences no result shows: every
+ * On this VM a page fault is the dearest thing a call does.  Before its
+ * hello the zygote runs warm() (the compiler, json, the allocator's arenas,
+ * on text of its own) and gc.freeze()s, so a child faults in about half as
+ * many pages; and since every page a process writes after a fork faults,
+ * the spare runs warm() again and the zygote zwarm() between calls, so an
+ * agent's call, which comes seconds after the last one, finds both
+ * processes' pages their own (print(1), 50 ms apart, old and new
+ * interleaved under load: 24-27 ms before the spare, 8-9 ms with it; back
+ * to back the fork is still on the path).  The spare is a python3 the
+ * sandbox's code can see and kill, like the zygote.  Differences no result shows: every
  * call of a zygote shares its hash seed (random, tempfile and the like
  * reseed after fork), and the zygote's objects sit in the collector's
  * permanent generation (gc.get_freeze_count()). */
@@ -162,7 +161,7 @@ const char cm_python_zygote[] = SHARED
         "def warm():\n"
         " try:\n"
         "  exec(compile('_=[1,{}]\\nx=str(_)\\n','<warm>','exec'),{'__builtins__':__builtins__})\n"
-        "  json.dumps({'ok':True,'json':json.dumps([1])});print(end='')\n"
+        "  json.loads(json.dumps({'ok':True,'json':json.dumps([1])}));print(end='')\n"
         " except BaseException:pass\n"
         "def child(sk,f):\n"
         " try:\n"
@@ -216,7 +215,7 @@ const char cm_python_zygote[] = SHARED
         "   sk.close()\n"
         "   if pid:break\n"
         " except BaseException:pass\n"
-        " os.chdir('/');os.close(cin)\n"
+        " os.close(cin)\n"
         " if not pid:\n"
         "  os.close(out);tell(cs,b'f');return\n"
         " c={'pid':pid,'cs':cs,'out':out,'f':f,'cap':cap,'dl':time.monotonic()+tmo,'late':False,'killed':False}\n"
@@ -238,8 +237,7 @@ const char cm_python_zygote[] = SHARED
         "  if p in calls:done.append((calls.pop(p),st))\n"
         " for c,st in done:finish(c,st)\n"
         " if done and not spare:prefork();zwarm()\n"
-        "for _w in range(3):compile('import sys\\n_=[1,{}]\\nprint(_)\\n','<warm>','exec')\n"
-        "json.loads(json.dumps({'ok':True,'json':'[1]'}))\n"
+        "for _w in range(3):warm()\n"
         "import gc;gc.freeze()\n"
         "prefork();zwarm()\n"
         "ctl.send(b'z')\n"

@@ -120,11 +120,9 @@ void native_image_release(native *n, const char *manifest, int fd) {
 }
 
 /* Whether a run or build holds the image: ours by the count; another
- * server's by its shared flock.  A process we clone (a sandbox being made,
- * for the pool maybe) has a copy of every fd we had until its first steps
- * close them, so a hold of ours that just ended can still show in the lock
- * for a moment under load: the lock is asked again for up to ~250 ms
- * before it counts (a hold of another server lasts its whole run). */
+ * server's by its shared flock, asked as img_flock_settled does (a hold
+ * of ours that just ended can linger in a process we cloned; a hold of
+ * another server lasts its whole run). */
 static bool held(native *n, const char *manifest) {
         img_store *s;
         cm_err err = CM_ERR_INIT;
@@ -138,17 +136,11 @@ static bool held(native *n, const char *manifest) {
         path = hold_path(s, manifest);
         if ((fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0)
                 return false;
-        for (unsigned ms = 2;; ms *= 2) {
-                if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-                        (void)flock(fd, LOCK_UN);
-                        return false;
-                }
-                if (errno != EWOULDBLOCK)
-                        return false;
-                if (ms > 128)
-                        return true;
-                (void)usleep(ms * 1000);
+        if (img_flock_settled(fd, LOCK_EX) == 0) {
+                (void)flock(fd, LOCK_UN);
+                return false;
         }
+        return errno == EWOULDBLOCK;
 }
 
 static bool in_use(void *arg, const char *manifest, char **ret_container) {
